@@ -1,0 +1,233 @@
+//! Byte-level encodings shared by every on-disk format: little-endian fixed-width integers,
+//! LEB128 varints, length-prefixed slices, and masked crc32c checksums.
+//!
+//! Decoding never panics: [`Decoder`] returns `None` on truncated or malformed input and callers
+//! turn that into a corruption error that names their file and offset.
+
+/// Maximum encoded length of a varint64.
+pub const MAX_VARINT64_LEN: usize = 10;
+
+/// Appends `v` as 4 little-endian bytes.
+pub fn put_fixed32(dst: &mut Vec<u8>, v: u32) {
+    dst.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Appends `v` as 8 little-endian bytes.
+pub fn put_fixed64(dst: &mut Vec<u8>, v: u64) {
+    dst.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Appends `v` as a LEB128 varint (7 bits a byte, low bits first, high bit = more follows).
+pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        dst.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    dst.push(v as u8);
+}
+
+/// Appends `v` as a LEB128 varint.
+pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
+    put_varint64(dst, u64::from(v));
+}
+
+/// Appends a varint length followed by the bytes of `s`.
+pub fn put_length_prefixed(dst: &mut Vec<u8>, s: &[u8]) {
+    put_varint64(dst, s.len() as u64);
+    dst.extend_from_slice(s);
+}
+
+/// Number of bytes `v` takes as a varint.
+pub fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Reads a little-endian u32 at the start of `src`.
+pub fn decode_fixed32(src: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(src.get(..4)?.try_into().ok()?))
+}
+
+/// Reads a little-endian u64 at the start of `src`.
+pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(src.get(..8)?.try_into().ok()?))
+}
+
+/// Reads a varint64 at the start of `src`; returns the value and its encoded length.
+pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
+    let mut result: u64 = 0;
+    for (i, &byte) in src.iter().enumerate().take(MAX_VARINT64_LEN) {
+        let bits = u64::from(byte & 0x7f);
+        if i == MAX_VARINT64_LEN - 1 && byte > 1 {
+            return None; // more than 64 bits
+        }
+        result |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((result, i + 1));
+        }
+    }
+    None
+}
+
+/// Reads a varint32 at the start of `src`; values over `u32::MAX` are malformed.
+pub fn decode_varint32(src: &[u8]) -> Option<(u32, usize)> {
+    let (v, n) = decode_varint64(src)?;
+    Some((u32::try_from(v).ok()?, n))
+}
+
+/// A cursor over a byte slice whose every read is bounds-checked.
+#[derive(Debug, Clone)]
+pub struct Decoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Decoder<'a> {
+    /// A decoder at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Decoder { buf, pos: 0 }
+    }
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+    /// Bytes left.
+    pub fn remaining(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or(&[])
+    }
+    /// True when every byte has been consumed.
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    /// Reads one byte.
+    pub fn u8(&mut self) -> Option<u8> {
+        let b = *self.buf.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+    /// Reads a fixed32.
+    pub fn fixed32(&mut self) -> Option<u32> {
+        let v = decode_fixed32(self.remaining())?;
+        self.pos += 4;
+        Some(v)
+    }
+    /// Reads a fixed64.
+    pub fn fixed64(&mut self) -> Option<u64> {
+        let v = decode_fixed64(self.remaining())?;
+        self.pos += 8;
+        Some(v)
+    }
+    /// Reads a varint64.
+    pub fn varint64(&mut self) -> Option<u64> {
+        let (v, n) = decode_varint64(self.remaining())?;
+        self.pos += n;
+        Some(v)
+    }
+    /// Reads a varint32.
+    pub fn varint32(&mut self) -> Option<u32> {
+        let (v, n) = decode_varint32(self.remaining())?;
+        self.pos += n;
+        Some(v)
+    }
+    /// Reads `n` raw bytes.
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+    /// Reads a varint length and that many bytes.
+    pub fn length_prefixed(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.varint64()?).ok()?;
+        self.bytes(n)
+    }
+}
+
+const CRC_MASK_DELTA: u32 = 0xa282_ead8;
+
+/// crc32c (Castagnoli) of `data`.
+pub fn crc32c(data: &[u8]) -> u32 {
+    crc32c::crc32c(data)
+}
+
+/// Extends a crc32c with more data.
+pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc, data)
+}
+
+/// Masks a crc before storing it, so that a crc computed over data that itself contains
+/// crcs does not degenerate (the LevelDB rotation-and-add mask).
+pub fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(CRC_MASK_DELTA)
+}
+
+/// Inverse of [`mask_crc`].
+pub fn unmask_crc(masked: u32) -> u32 {
+    masked.wrapping_sub(CRC_MASK_DELTA).rotate_left(15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip_at_every_width() {
+        let mut values = vec![0u64, 1, 127, 128, 255, 300, 16383, 16384, u64::MAX];
+        for shift in 0..64 {
+            values.push(1u64 << shift);
+            values.push((1u64 << shift) - 1);
+        }
+        for v in values {
+            let mut buf = Vec::new();
+            put_varint64(&mut buf, v);
+            assert_eq!(buf.len(), varint_len(v));
+            assert_eq!(decode_varint64(&buf), Some((v, buf.len())));
+            assert_eq!(
+                decode_varint64(&buf[..buf.len() - 1]),
+                None,
+                "truncated {v}"
+            );
+        }
+    }
+
+    #[test]
+    fn varint_rejects_overlong_and_varint32_overflow() {
+        assert_eq!(decode_varint64(&[0xff; 11]), None);
+        assert_eq!(
+            decode_varint64(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]),
+            None
+        );
+        let mut buf = Vec::new();
+        put_varint64(&mut buf, u64::from(u32::MAX) + 1);
+        assert_eq!(decode_varint32(&buf), None);
+    }
+
+    #[test]
+    fn golden_bytes() {
+        let mut buf = Vec::new();
+        put_fixed32(&mut buf, 0x0403_0201);
+        put_varint32(&mut buf, 300);
+        put_length_prefixed(&mut buf, b"ab");
+        assert_eq!(buf, [1, 2, 3, 4, 0xac, 0x02, 2, b'a', b'b']);
+        let mut d = Decoder::new(&buf);
+        assert_eq!(d.fixed32(), Some(0x0403_0201));
+        assert_eq!(d.varint32(), Some(300));
+        assert_eq!(d.length_prefixed(), Some(&b"ab"[..]));
+        assert!(d.is_empty());
+        assert_eq!(d.u8(), None);
+    }
+
+    #[test]
+    fn crc_known_value_and_mask() {
+        // crc32c("123456789") is the standard check value.
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(crc32c_extend(crc32c(b"1234"), b"56789"), 0xe306_9283);
+        let c = crc32c(b"foo");
+        assert_ne!(mask_crc(c), c);
+        assert_eq!(unmask_crc(mask_crc(c)), c);
+    }
+}

@@ -1,0 +1,218 @@
+//! The filesystem and clock seam: every file, directory, lock and sync call the engine makes goes
+//! through [`Fs`], so tests can swap in the in-memory [`MemFs`] (and, on top of it, crash and
+//! fault injection) without the engine knowing.
+//!
+//! Contract for implementations:
+//! - [`WritableFile::append`] may buffer; [`WritableFile::flush`] hands the bytes to the OS
+//!   (they then survive a process crash); [`WritableFile::sync`] makes them durable (they then
+//!   survive a power loss).
+//! - A new or renamed directory entry is durable only after [`Fs::sync_dir`] on its parent.
+//! - [`RandomAccessFile`] is shared between threads; reads never move a cursor.
+//!
+//! All methods return [`crate::Error::Io`] naming the path and the operation on failure.
+
+mod mem;
+mod posix;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+
+pub use mem::MemFs;
+pub use posix::PosixFs;
+
+/// A file open for appending.
+pub trait WritableFile: Send + Sync {
+    /// Appends `data` at the end of the file (possibly into a user-space buffer).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands buffered bytes to the operating system.
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes, then makes every appended byte durable (fdatasync).
+    fn sync(&mut self) -> Result<()>;
+    /// Flushes and closes the file. Closing twice is an error-free no-op.
+    fn close(&mut self) -> Result<()>;
+    /// Bytes appended so far (the logical size of the file).
+    fn len(&self) -> u64;
+    /// True when nothing has been appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file open for positional reads, shared between threads.
+pub trait RandomAccessFile: Send + Sync {
+    /// Fills `buf` with the bytes at `offset`; reading past the end is an error.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Size of the file in bytes when it was opened.
+    fn size(&self) -> u64;
+}
+
+/// A file read front to back.
+pub trait SequentialFile: Send {
+    /// Reads up to `buf.len()` bytes; returns 0 at end of file.
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize>;
+}
+
+/// A held lock on a database directory; dropping it releases the lock.
+pub trait FileLock: Send + Sync {}
+
+/// The filesystem the engine runs on.
+pub trait Fs: Send + Sync + 'static {
+    /// Creates (or truncates) a file for appending.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for positional reads.
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens an existing file for sequential reads.
+    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>>;
+    /// True if `path` names an existing file or directory.
+    fn exists(&self, path: &Path) -> bool;
+    /// Names (not paths) of the entries in directory `dir`.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Size of a file in bytes.
+    fn file_size(&self, path: &Path) -> Result<u64>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Creates a hard link `to` naming the same file as `from` (used by checkpoints).
+    fn link(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Creates a directory and its parents; an existing directory is not an error.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes the entries of `dir` durable (creations, renames, removals).
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path` (created if missing); fails with
+    /// [`crate::Error::Locked`] if another process or handle holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// Reads a whole file through `fs`.
+pub fn read_all(fs: &dyn Fs, path: &Path) -> Result<Vec<u8>> {
+    let mut file = fs.open_sequential(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Writes `data` to `path` through a temporary file and a rename, syncing both the file and the
+/// directory, so a crash leaves either the old or the new content.
+pub fn write_file_atomic(fs: &dyn Fs, dir: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!("{name}.dbtmp"));
+    let mut file = fs.create(&tmp)?;
+    file.append(data)?;
+    file.sync()?;
+    file.close()?;
+    fs.rename(&tmp, &dir.join(name))?;
+    fs.sync_dir(dir)
+}
+
+/// Where time comes from, so TTL and statistics can be driven by tests.
+pub trait Clock: Send + Sync + 'static {
+    /// Microseconds since the Unix epoch.
+    fn now_micros(&self) -> u64;
+}
+
+/// The system's real-time clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to; for tests.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    micros: std::sync::atomic::AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock reading `micros`.
+    pub fn new(micros: u64) -> Self {
+        ManualClock {
+            micros: std::sync::atomic::AtomicU64::new(micros),
+        }
+    }
+    /// Sets the time.
+    pub fn set(&self, micros: u64) {
+        self.micros
+            .store(micros, std::sync::atomic::Ordering::SeqCst);
+    }
+    /// Moves the time forward.
+    pub fn advance(&self, micros: u64) {
+        self.micros
+            .fetch_add(micros, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_micros(&self) -> u64 {
+        self.micros.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise(fs: &dyn Fs, dir: &Path) {
+        fs.create_dir_all(dir).expect("mkdir");
+        let a = dir.join("a");
+        let mut w = fs.create(&a).expect("create");
+        w.append(b"hello ").expect("append");
+        w.append(b"world").expect("append");
+        assert_eq!(w.len(), 11);
+        w.sync().expect("sync");
+        w.close().expect("close");
+        assert_eq!(fs.file_size(&a).expect("size"), 11);
+        let r = fs.open_random(&a).expect("open");
+        let mut buf = [0u8; 5];
+        r.read_exact_at(6, &mut buf).expect("read");
+        assert_eq!(&buf, b"world");
+        assert!(
+            r.read_exact_at(8, &mut buf).is_err(),
+            "read past end must fail"
+        );
+        assert_eq!(read_all(fs, &a).expect("read_all"), b"hello world");
+        write_file_atomic(fs, dir, "b", b"xyz").expect("atomic");
+        let mut names = fs.list(dir).expect("list");
+        names.sort();
+        assert_eq!(names, vec!["a".to_string(), "b".to_string()]);
+        fs.rename(&a, &dir.join("c")).expect("rename");
+        assert!(!fs.exists(&a));
+        assert!(fs.exists(&dir.join("c")));
+        fs.remove(&dir.join("c")).expect("remove");
+        assert!(fs.open_random(&dir.join("c")).is_err());
+        let lock = fs.lock(&dir.join("LOCK")).expect("lock");
+        assert!(matches!(
+            fs.lock(&dir.join("LOCK")),
+            Err(crate::Error::Locked { .. })
+        ));
+        drop(lock);
+        fs.lock(&dir.join("LOCK")).expect("relock after drop");
+    }
+
+    #[test]
+    fn posix_fs_contract() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        exercise(&PosixFs::new(), &tmp.path().join("db"));
+    }
+
+    #[test]
+    fn mem_fs_contract() {
+        exercise(&MemFs::new(), Path::new("/mem/db"));
+    }
+}

@@ -1,0 +1,252 @@
+//! [`Fs`] on the operating system's files: buffered appends, `pread` for random reads,
+//! `fdatasync` for durability and `flock` for the database lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{FileLock, Fs, RandomAccessFile, SequentialFile, WritableFile};
+use crate::error::{Error, Result};
+
+/// Appends are gathered in a buffer of this size before a `write` system call.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The real filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PosixFs;
+
+impl PosixFs {
+    /// The real filesystem.
+    pub fn new() -> Self {
+        PosixFs
+    }
+}
+
+struct PosixWritable {
+    path: PathBuf,
+    file: Option<File>,
+    buffer: Vec<u8>,
+    len: u64,
+}
+
+impl PosixWritable {
+    fn file(&mut self, op: &'static str) -> Result<&mut File> {
+        match self.file.as_mut() {
+            Some(f) => Ok(f),
+            None => Err(Error::io(
+                op,
+                &self.path,
+                std::io::Error::other("file already closed"),
+            )),
+        }
+    }
+
+    fn write_buffer(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let buffer = std::mem::take(&mut self.buffer);
+        let result = self.file("write")?.write_all(&buffer);
+        self.buffer = buffer;
+        self.buffer.clear();
+        result.map_err(|e| Error::io("write", &self.path, e))
+    }
+}
+
+impl WritableFile for PosixWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if self.buffer.len() + data.len() > WRITE_BUFFER_BYTES {
+            self.write_buffer()?;
+        }
+        if data.len() >= WRITE_BUFFER_BYTES {
+            let path = self.path.clone();
+            self.file("write")?
+                .write_all(data)
+                .map_err(|e| Error::io("write", &path, e))?;
+        } else {
+            self.buffer.extend_from_slice(data);
+        }
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.write_buffer()
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.write_buffer()?;
+        let path = self.path.clone();
+        self.file("sync")?
+            .sync_data()
+            .map_err(|e| Error::io("sync", &path, e))
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.file.is_none() {
+            return Ok(());
+        }
+        let result = self.write_buffer();
+        self.file = None;
+        result
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for PosixWritable {
+    fn drop(&mut self) {
+        // Best effort: an explicit close reports errors; a drop cannot.
+        let _ = self.close();
+    }
+}
+
+struct PosixRandom {
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl RandomAccessFile for PosixRandom {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", &self.path, e))
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+struct PosixSequential {
+    path: PathBuf,
+    file: File,
+}
+
+impl SequentialFile for PosixSequential {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        loop {
+            match self.file.read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("read", &self.path, e)),
+            }
+        }
+    }
+}
+
+struct PosixLock {
+    _file: File,
+}
+
+impl FileLock for PosixLock {}
+
+impl Fs for PosixFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        Ok(Box::new(PosixWritable {
+            path: path.to_path_buf(),
+            file: Some(file),
+            buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            len: 0,
+        }))
+    }
+
+    fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len();
+        Ok(Arc::new(PosixRandom {
+            path: path.to_path_buf(),
+            file,
+            size,
+        }))
+    }
+
+    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        Ok(Box::new(PosixSequential {
+            path: path.to_path_buf(),
+            file,
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| Error::io("stat", path, e))
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::hard_link(from, to).map_err(|e| Error::io("link", from, e))
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))
+    }
+
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::remove_dir(dir).map_err(|e| Error::io("rmdir", dir, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let file = File::open(dir).map_err(|e| Error::io("open dir", dir, e))?;
+        file.sync_all().map_err(|e| Error::io("sync dir", dir, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("open lock", path, e))?;
+        // SAFETY: flock is called on a valid, open descriptor owned by `file`.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(Error::Locked {
+                    path: path.parent().unwrap_or(path).to_path_buf(),
+                });
+            }
+            return Err(Error::io("lock", path, err));
+        }
+        Ok(Box::new(PosixLock { _file: file }))
+    }
+}

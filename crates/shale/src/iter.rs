@@ -1,0 +1,33 @@
+//! Iterators over internal keys, and the cursor contract every source (memtable, block, table,
+//! level, merged view) implements.
+//!
+//! Contract: after any positioning call, `valid()` says whether `key()`/`value()` may be called.
+//! An iterator that hits an error becomes invalid and reports the error from `status()`; callers
+//! must check `status()` when `valid()` turns false, because invalid-with-error must never be
+//! mistaken for "no more data".
+
+use crate::error::Result;
+
+/// A bidirectional cursor over sorted internal keys.
+pub trait InternalIterator: Send {
+    /// True when positioned at an entry.
+    fn valid(&self) -> bool;
+    /// Positions at the first entry.
+    fn seek_to_first(&mut self);
+    /// Positions at the last entry.
+    fn seek_to_last(&mut self);
+    /// Positions at the first entry with key `>= target` (an internal key).
+    fn seek(&mut self, target: &[u8]);
+    /// Positions at the last entry with key `<= target` (an internal key).
+    fn seek_for_prev(&mut self, target: &[u8]);
+    /// Moves to the next entry. REQUIRES: `valid()`.
+    fn next(&mut self);
+    /// Moves to the previous entry. REQUIRES: `valid()`.
+    fn prev(&mut self);
+    /// The current internal key. REQUIRES: `valid()`.
+    fn key(&self) -> &[u8];
+    /// The current value. REQUIRES: `valid()`.
+    fn value(&self) -> &[u8];
+    /// The first error met, if any.
+    fn status(&self) -> Result<()>;
+}

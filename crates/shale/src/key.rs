@@ -1,0 +1,345 @@
+//! Internal keys: a user key followed by an 8-byte trailer `(sequence << 8) | kind`, stored
+//! little-endian. Internal keys order by user key ascending (per the user comparator), then by
+//! trailer descending, so the newest entry for a user key comes first.
+//!
+//! ```text
+//! +-------------------+---------------------------------------------+
+//! | user key (n bytes)| fixed64 LE: sequence (56 bits) << 8 | kind   |
+//! +-------------------+---------------------------------------------+
+//! ```
+//! Format doc: `docs/format/sstable.md` ("Internal keys").
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::codec::{decode_fixed64, put_fixed64};
+
+/// A write's position in the total order of writes. 56 bits are usable.
+pub type SequenceNumber = u64;
+
+/// The largest sequence number that fits in a trailer.
+pub const MAX_SEQUENCE: SequenceNumber = (1 << 56) - 1;
+
+/// Length of the trailer appended to every user key.
+pub const TRAILER_LEN: usize = 8;
+
+/// What an entry says about its user key. Persisted: never renumber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    /// A tombstone: the key is deleted as of this sequence number.
+    Deletion = 0,
+    /// A full value.
+    Value = 1,
+    /// A merge operand, combined with older entries by the merge operator.
+    Merge = 2,
+    /// A full value with an expiry time: the value bytes start with a fixed64 LE expiry in
+    /// microseconds since the Unix epoch, followed by the user's value.
+    ExpiringValue = 3,
+}
+
+impl ValueKind {
+    /// The kind with the highest number: seeking to `(user_key, seq, KIND_FOR_SEEK)` lands on
+    /// the newest entry visible at `seq`.
+    pub const FOR_SEEK: ValueKind = ValueKind::ExpiringValue;
+
+    /// Decodes a persisted kind byte.
+    pub fn from_u8(b: u8) -> Option<ValueKind> {
+        match b {
+            0 => Some(ValueKind::Deletion),
+            1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Merge),
+            3 => Some(ValueKind::ExpiringValue),
+            _ => None,
+        }
+    }
+}
+
+/// Packs a sequence number and kind into a trailer.
+pub fn pack_trailer(seq: SequenceNumber, kind: ValueKind) -> u64 {
+    debug_assert!(seq <= MAX_SEQUENCE);
+    (seq << 8) | kind as u64
+}
+
+/// Appends the internal key for `(user_key, seq, kind)` to `dst`.
+pub fn append_internal_key(
+    dst: &mut Vec<u8>,
+    user_key: &[u8],
+    seq: SequenceNumber,
+    kind: ValueKind,
+) {
+    dst.extend_from_slice(user_key);
+    put_fixed64(dst, pack_trailer(seq, kind));
+}
+
+/// Builds the internal key for `(user_key, seq, kind)`.
+pub fn make_internal_key(user_key: &[u8], seq: SequenceNumber, kind: ValueKind) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+    append_internal_key(&mut k, user_key, seq, kind);
+    k
+}
+
+/// An internal key split into its parts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ParsedInternalKey<'a> {
+    /// The user's key.
+    pub user_key: &'a [u8],
+    /// The write's sequence number.
+    pub sequence: SequenceNumber,
+    /// What the entry is.
+    pub kind: ValueKind,
+}
+
+impl fmt::Debug for ParsedInternalKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?}@{}:{:?}",
+            String::from_utf8_lossy(self.user_key),
+            self.sequence,
+            self.kind
+        )
+    }
+}
+
+/// Splits an internal key; `None` if it is shorter than a trailer or has an unknown kind.
+pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedInternalKey<'_>> {
+    let split = ikey.len().checked_sub(TRAILER_LEN)?;
+    let trailer = decode_fixed64(ikey.get(split..)?)?;
+    Some(ParsedInternalKey {
+        user_key: ikey.get(..split)?,
+        sequence: trailer >> 8,
+        kind: ValueKind::from_u8((trailer & 0xff) as u8)?,
+    })
+}
+
+/// The user-key part of an internal key (the whole slice if it is too short to have a trailer).
+#[inline]
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    ikey.get(..ikey.len().saturating_sub(TRAILER_LEN))
+        .unwrap_or(ikey)
+}
+
+/// The trailer of an internal key (0 if it is too short).
+#[inline]
+pub fn trailer(ikey: &[u8]) -> u64 {
+    ikey.len()
+        .checked_sub(TRAILER_LEN)
+        .and_then(|s| ikey.get(s..))
+        .and_then(decode_fixed64)
+        .unwrap_or(0)
+}
+
+/// Orders user keys. Implementations must be a total order and stay the same for the life of a
+/// database: its name is recorded in the manifest and checked at open.
+pub trait Comparator: Send + Sync + 'static {
+    /// Recorded in the manifest; opening with a comparator of another name fails.
+    fn name(&self) -> &str;
+    /// Three-way comparison of two user keys.
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
+    /// May shorten `start` to any key in `[start, limit)`, to make index blocks smaller.
+    fn find_shortest_separator(&self, _start: &mut Vec<u8>, _limit: &[u8]) {}
+    /// May change `key` to any key `>= key`, to make index blocks smaller.
+    fn find_short_successor(&self, _key: &mut Vec<u8>) {}
+}
+
+/// Lexicographic byte order, the default.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BytewiseComparator;
+
+impl Comparator for BytewiseComparator {
+    fn name(&self) -> &str {
+        "shale.BytewiseComparator"
+    }
+
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        let common = start
+            .iter()
+            .zip(limit.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
+        if common >= start.len().min(limit.len()) {
+            return; // one is a prefix of the other
+        }
+        let byte = start[common];
+        if byte < 0xff && byte + 1 < limit[common] {
+            start[common] = byte + 1;
+            start.truncate(common + 1);
+            debug_assert!(start.as_slice() < limit);
+        }
+    }
+
+    fn find_short_successor(&self, key: &mut Vec<u8>) {
+        if let Some(i) = key.iter().position(|&b| b != 0xff) {
+            key[i] += 1;
+            key.truncate(i + 1);
+        }
+    }
+}
+
+/// Orders internal keys: user key ascending, then trailer descending.
+#[derive(Clone)]
+pub struct InternalKeyComparator {
+    user: Arc<dyn Comparator>,
+}
+
+impl fmt::Debug for InternalKeyComparator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "InternalKeyComparator({})", self.user.name())
+    }
+}
+
+impl InternalKeyComparator {
+    /// Wraps a user comparator.
+    pub fn new(user: Arc<dyn Comparator>) -> Self {
+        InternalKeyComparator { user }
+    }
+
+    /// The user comparator.
+    pub fn user(&self) -> &Arc<dyn Comparator> {
+        &self.user
+    }
+
+    /// Compares two user keys.
+    #[inline]
+    pub fn compare_user(&self, a: &[u8], b: &[u8]) -> Ordering {
+        self.user.compare(a, b)
+    }
+
+    /// Compares two encoded internal keys.
+    #[inline]
+    pub fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match self.user.compare(user_key(a), user_key(b)) {
+            Ordering::Equal => trailer(b).cmp(&trailer(a)),
+            other => other,
+        }
+    }
+
+    /// Shortens `start` towards `limit` (both internal keys) keeping `start <= result < limit`.
+    pub fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        let user_start = user_key(start).to_vec();
+        let mut shortened = user_start.clone();
+        self.user
+            .find_shortest_separator(&mut shortened, user_key(limit));
+        if shortened.len() < user_start.len()
+            && self.user.compare(&user_start, &shortened) == Ordering::Less
+        {
+            // A shorter user key that is strictly greater: the largest trailer keeps it
+            // at the front of its user key.
+            shortened
+                .extend_from_slice(&pack_trailer(MAX_SEQUENCE, ValueKind::FOR_SEEK).to_le_bytes());
+            debug_assert_eq!(self.compare(start, &shortened), Ordering::Less);
+            debug_assert_eq!(self.compare(&shortened, limit), Ordering::Less);
+            *start = shortened;
+        }
+    }
+
+    /// Changes `key` (an internal key) to a short internal key `>= key`.
+    pub fn find_short_successor(&self, key: &mut Vec<u8>) {
+        let user = user_key(key).to_vec();
+        let mut shortened = user.clone();
+        self.user.find_short_successor(&mut shortened);
+        if shortened.len() < user.len() && self.user.compare(&user, &shortened) == Ordering::Less {
+            shortened
+                .extend_from_slice(&pack_trailer(MAX_SEQUENCE, ValueKind::FOR_SEEK).to_le_bytes());
+            *key = shortened;
+        }
+    }
+}
+
+/// The key a point lookup seeks to: the user key with the read's sequence number and
+/// [`ValueKind::FOR_SEEK`], so the first entry at or after it is the newest visible one.
+#[derive(Debug, Clone)]
+pub struct LookupKey {
+    ikey: Vec<u8>,
+}
+
+impl LookupKey {
+    /// The lookup key for `user_key` as of `sequence`.
+    pub fn new(user_key: &[u8], sequence: SequenceNumber) -> Self {
+        LookupKey {
+            ikey: make_internal_key(user_key, sequence, ValueKind::FOR_SEEK),
+        }
+    }
+    /// The encoded internal key.
+    pub fn internal_key(&self) -> &[u8] {
+        &self.ikey
+    }
+    /// The user key.
+    pub fn user_key(&self) -> &[u8] {
+        user_key(&self.ikey)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn icmp() -> InternalKeyComparator {
+        InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    #[test]
+    fn parse_round_trip() {
+        let k = make_internal_key(b"apple", 77, ValueKind::Merge);
+        let p = parse_internal_key(&k).expect("parse");
+        assert_eq!(p.user_key, b"apple");
+        assert_eq!(p.sequence, 77);
+        assert_eq!(p.kind, ValueKind::Merge);
+        assert!(parse_internal_key(b"short").is_none());
+        let mut bad = k.clone();
+        let n = bad.len();
+        bad[n - 8] = 9; // unknown kind
+        assert!(parse_internal_key(&bad).is_none());
+    }
+
+    #[test]
+    fn golden_trailer_bytes() {
+        let k = make_internal_key(b"a", 1, ValueKind::Value);
+        assert_eq!(k, [b'a', 0x01, 0x01, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn ordering_newest_first() {
+        let c = icmp();
+        let a5 = make_internal_key(b"a", 5, ValueKind::Value);
+        let a3 = make_internal_key(b"a", 3, ValueKind::Value);
+        let b1 = make_internal_key(b"b", 1, ValueKind::Value);
+        assert_eq!(c.compare(&a5, &a3), Ordering::Less);
+        assert_eq!(c.compare(&a3, &b1), Ordering::Less);
+        assert_eq!(c.compare(&a5, &a5), Ordering::Equal);
+        let seek = LookupKey::new(b"a", 4);
+        assert_eq!(c.compare(seek.internal_key(), &a5), Ordering::Greater);
+        assert_eq!(c.compare(seek.internal_key(), &a3), Ordering::Less);
+    }
+
+    #[test]
+    fn separators_stay_between() {
+        let c = icmp();
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"abcdefg", b"abzzz"),
+            (b"foo", b"foobar"),
+            (b"a\xff\xff", b"b"),
+            (b"hello", b"hellp"),
+            (b"x", b"y"),
+        ];
+        for (s, l) in cases {
+            let start = make_internal_key(s, 10, ValueKind::Value);
+            let limit = make_internal_key(l, 5, ValueKind::Value);
+            let mut sep = start.clone();
+            c.find_shortest_separator(&mut sep, &limit);
+            assert_ne!(c.compare(&sep, &start), Ordering::Less);
+            assert_eq!(c.compare(&sep, &limit), Ordering::Less);
+        }
+        let mut succ = make_internal_key(b"abc", 3, ValueKind::Value);
+        let orig = succ.clone();
+        c.find_short_successor(&mut succ);
+        assert_eq!(user_key(&succ), b"b");
+        assert_eq!(c.compare(&orig, &succ), Ordering::Less);
+    }
+}

@@ -1,0 +1,25 @@
+//! shale: an embedded, persistent, ordered key-value store.
+//!
+//! An LSM tree: writes go to a write-ahead log and a memtable; full memtables are flushed to
+//! sorted table files; background compaction merges tables down a leveled tree. See
+//! `ARCHITECTURE.md` for the layers and paths, and `docs/format/` for every on-disk format.
+
+#![deny(missing_docs)]
+
+pub mod codec;
+pub mod env;
+mod error;
+pub mod iter;
+pub mod key;
+pub mod limits;
+pub mod merge;
+mod options;
+mod snapshot;
+pub mod ttl;
+
+pub use error::{Error, Result};
+pub use key::{BytewiseComparator, Comparator};
+pub use merge::{MaxOperator, MergeOperator, StringAppendOperator, UInt64AddOperator};
+pub use options::{Compression, Options, ReadOptions, WriteOptions};
+pub use snapshot::Snapshot;
+pub use ttl::{CompactionFilter, FilterDecision};

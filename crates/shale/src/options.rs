@@ -1,0 +1,242 @@
+//! Options for opening a database, reading and writing.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::env::{Clock, Fs, PosixFs, SystemClock};
+use crate::key::{BytewiseComparator, Comparator};
+use crate::merge::MergeOperator;
+use crate::snapshot::Snapshot;
+use crate::ttl::CompactionFilter;
+
+/// How table blocks are compressed. Persisted as the block trailer's type byte: never renumber
+/// the codes in [`Compression::code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Blocks are stored raw.
+    None,
+    /// Snappy, as LevelDB uses by default.
+    Snappy,
+    /// LZ4 block format: the fastest to decompress.
+    Lz4,
+    /// Zstandard at the given level (1 to 22; 3 is a good default).
+    Zstd(i32),
+}
+
+impl Compression {
+    /// The byte recorded in each block trailer. Persisted: never renumber.
+    pub fn code(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Snappy => 1,
+            Compression::Lz4 => 2,
+            Compression::Zstd(_) => 3,
+        }
+    }
+
+    /// Parses a codec name as used on command lines: none, snappy, lz4, zstd, zstd:LEVEL.
+    pub fn parse(name: &str) -> Option<Compression> {
+        match name.to_ascii_lowercase().as_str() {
+            "none" | "no" | "off" => Some(Compression::None),
+            "snappy" => Some(Compression::Snappy),
+            "lz4" => Some(Compression::Lz4),
+            "zstd" => Some(Compression::Zstd(3)),
+            other => other
+                .strip_prefix("zstd:")
+                .and_then(|l| l.parse().ok())
+                .map(Compression::Zstd),
+        }
+    }
+}
+
+/// Options for [`crate::Db::open`]. `Options::default()` serves most uses.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the database if the directory holds none. Default: true.
+    pub create_if_missing: bool,
+    /// Fail if the database already exists. Default: false.
+    pub error_if_exists: bool,
+    /// At open, read every live table's footer and index and fail on any damage; during
+    /// compaction, verify every block read. Default: false (blocks are still checksummed on
+    /// every read; this adds up-front checks).
+    pub paranoid_checks: bool,
+    /// Bytes of writes gathered in a memtable before it is frozen and flushed. Default: 8 MiB.
+    pub write_buffer_size: usize,
+    /// Memtables (active plus frozen) kept before writes wait for a flush. Default: 2.
+    pub max_write_buffer_number: usize,
+    /// Table files kept open in the table cache. Default: 1000.
+    pub max_open_files: usize,
+    /// Uncompressed size of a data block. Default: 4 KiB.
+    pub block_size: usize,
+    /// Keys between restart points inside a block. Default: 16.
+    pub block_restart_interval: usize,
+    /// Bytes of uncompressed blocks kept in the block cache. Default: 8 MiB.
+    pub block_cache_capacity: usize,
+    /// Bloom filter bits per key; 0 turns filters off. Default: 10 (about 1% false positives).
+    pub bloom_bits_per_key: u32,
+    /// Block compression. Default: LZ4.
+    pub compression: Compression,
+    /// Target size of a table file written by compaction. Default: 4 MiB.
+    pub max_file_size: u64,
+    /// Number of level-0 files that triggers a compaction. Default: 4.
+    pub level0_file_num_compaction_trigger: usize,
+    /// Number of level-0 files at which each write is delayed by 1 ms. Default: 8.
+    pub level0_slowdown_writes_trigger: usize,
+    /// Number of level-0 files at which writes wait for compaction. Default: 12.
+    pub level0_stop_writes_trigger: usize,
+    /// Target total size of level 1; each deeper level is `max_bytes_for_level_multiplier`
+    /// times larger. Default: 32 MiB.
+    pub max_bytes_for_level_base: u64,
+    /// Growth factor between levels. Default: 10.
+    pub max_bytes_for_level_multiplier: f64,
+    /// Threads for flushes and compactions. Default: 2.
+    pub max_background_jobs: usize,
+    /// Orders user keys. Default: bytewise.
+    pub comparator: Arc<dyn Comparator>,
+    /// Combines merge operands; `merge` fails without one. Default: none.
+    pub merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Called for every entry compaction rewrites; may keep, drop or change it. Default: none.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    /// Expiry applied to writes that give none of their own. Default: none (never expire).
+    pub default_ttl: Option<Duration>,
+    /// The filesystem. Default: the real one.
+    pub fs: Arc<dyn Fs>,
+    /// The clock used for TTL. Default: the system clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            paranoid_checks: false,
+            write_buffer_size: 8 << 20,
+            max_write_buffer_number: 2,
+            max_open_files: 1000,
+            block_size: 4096,
+            block_restart_interval: 16,
+            block_cache_capacity: 8 << 20,
+            bloom_bits_per_key: 10,
+            compression: Compression::Lz4,
+            max_file_size: 4 << 20,
+            level0_file_num_compaction_trigger: 4,
+            level0_slowdown_writes_trigger: 8,
+            level0_stop_writes_trigger: 12,
+            max_bytes_for_level_base: 32 << 20,
+            max_bytes_for_level_multiplier: 10.0,
+            max_background_jobs: 2,
+            comparator: Arc::new(BytewiseComparator),
+            merge_operator: None,
+            compaction_filter: None,
+            default_ttl: None,
+            fs: Arc::new(PosixFs::new()),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("create_if_missing", &self.create_if_missing)
+            .field("error_if_exists", &self.error_if_exists)
+            .field("paranoid_checks", &self.paranoid_checks)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_write_buffer_number", &self.max_write_buffer_number)
+            .field("max_open_files", &self.max_open_files)
+            .field("block_size", &self.block_size)
+            .field("block_restart_interval", &self.block_restart_interval)
+            .field("block_cache_capacity", &self.block_cache_capacity)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("compression", &self.compression)
+            .field("max_file_size", &self.max_file_size)
+            .field("comparator", &self.comparator.name())
+            .field(
+                "merge_operator",
+                &self.merge_operator.as_ref().map(|m| m.name().to_string()),
+            )
+            .field("default_ttl", &self.default_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Checks that the options make sense together.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
+        if self.write_buffer_size < 64 * 1024 {
+            return bad("write_buffer_size must be at least 64 KiB");
+        }
+        if self.max_write_buffer_number < 2 {
+            return bad("max_write_buffer_number must be at least 2");
+        }
+        if self.block_size < 256 || self.block_size > 64 << 20 {
+            return bad("block_size must be between 256 bytes and 64 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1");
+        }
+        if self.max_file_size < 64 * 1024 {
+            return bad("max_file_size must be at least 64 KiB");
+        }
+        if self.level0_file_num_compaction_trigger == 0
+            || self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger
+            || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
+        {
+            return bad("level-0 triggers must satisfy 0 < compaction <= slowdown <= stop");
+        }
+        if self.max_bytes_for_level_multiplier < 2.0 {
+            return bad("max_bytes_for_level_multiplier must be at least 2");
+        }
+        if self.max_background_jobs == 0 {
+            return bad("max_background_jobs must be at least 1");
+        }
+        if self.max_open_files < 16 {
+            return bad("max_open_files must be at least 16");
+        }
+        if let Compression::Zstd(level) = self.compression {
+            if !(1..=22).contains(&level) {
+                return bad("zstd level must be between 1 and 22");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options for a read or an iterator.
+#[derive(Clone, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot instead of the latest state.
+    pub snapshot: Option<Snapshot>,
+    /// Skip checksum verification of blocks read from disk. Default: false (verify).
+    pub skip_checksums: bool,
+    /// Do not insert blocks read by this operation into the block cache (for scans).
+    /// Default: false.
+    pub dont_fill_cache: bool,
+    /// Iterators stop before keys below this (inclusive lower bound).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators stop at keys at or above this (exclusive upper bound).
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl ReadOptions {
+    /// Read options at a snapshot.
+    pub fn at(snapshot: &Snapshot) -> Self {
+        ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..ReadOptions::default()
+        }
+    }
+}
+
+/// Options for a write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Sync the WAL before acknowledging, so the write survives power loss. Default: false.
+    pub sync: bool,
+    /// Skip the WAL: the write is lost by a crash before its memtable is flushed.
+    /// Default: false.
+    pub disable_wal: bool,
+}
