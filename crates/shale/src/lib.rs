@@ -16,6 +16,7 @@ pub mod merge;
 mod options;
 mod snapshot;
 pub mod ttl;
+pub mod wal;
 
 pub use error::{Error, Result};
 pub use key::{BytewiseComparator, Comparator};

@@ -1,0 +1,287 @@
+//! Reads records back from a log file, telling a torn tail (dropped) from damage in the middle
+//! (reported as corruption).
+
+use std::path::PathBuf;
+
+use super::{
+    fragment_crc, FragmentType, LogKind, BLOCK_SIZE, HEADER_SIZE, LOG_FORMAT_VERSION, LOG_MAGIC,
+};
+use crate::codec::{decode_fixed32, Decoder};
+use crate::env::SequentialFile;
+use crate::error::{Error, Result};
+
+/// Where and why the readable part of a log ended early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// Offset of the first byte that was dropped.
+    pub offset: u64,
+    /// Bytes dropped from there to the end of the file.
+    pub dropped_bytes: u64,
+    /// What was wrong there.
+    pub reason: String,
+}
+
+/// Reads records written by [`super::LogWriter`].
+pub struct LogReader {
+    file: Box<dyn SequentialFile>,
+    path: PathBuf,
+    kind: LogKind,
+    expected_number: Option<u64>,
+    block: Vec<u8>,
+    /// Offset in the file of `block[0]`.
+    block_start: u64,
+    /// Read position inside `block`.
+    pos: usize,
+    eof: bool,
+    header_checked: bool,
+    torn: Option<TornTail>,
+    record_offset: u64,
+    finished: bool,
+}
+
+enum Fragment {
+    Data(FragmentType, u64, Vec<u8>),
+    End,
+    Bad(u64, String),
+}
+
+impl LogReader {
+    /// A reader for a log of `kind`; `expected_number` is checked against the header if given.
+    pub fn new(
+        file: Box<dyn SequentialFile>,
+        path: PathBuf,
+        kind: LogKind,
+        expected_number: Option<u64>,
+    ) -> Self {
+        LogReader {
+            file,
+            path,
+            kind,
+            expected_number,
+            block: Vec::with_capacity(BLOCK_SIZE),
+            block_start: 0,
+            pos: 0,
+            eof: false,
+            header_checked: false,
+            torn: None,
+            record_offset: 0,
+            finished: false,
+        }
+    }
+
+    /// Set once reading stopped at a torn tail.
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
+    }
+
+    /// File offset of the start of the record last returned.
+    pub fn last_record_offset(&self) -> u64 {
+        self.record_offset
+    }
+
+    /// The next record; `Ok(None)` at the end of the file or at a torn tail (see
+    /// [`LogReader::torn_tail`]); a corruption error for damage followed by intact data.
+    pub fn read_record(&mut self) -> Result<Option<Vec<u8>>> {
+        if !self.header_checked {
+            self.header_checked = true;
+            match self.read_physical_record()? {
+                Some(header) => self.check_header(&header)?,
+                None => return Ok(None),
+            }
+        }
+        self.read_physical_record()
+    }
+
+    fn check_header(&self, header: &[u8]) -> Result<()> {
+        let bad = |m: String| Err(Error::corruption(&self.path, 0, m));
+        let mut d = Decoder::new(header);
+        if d.bytes(8) != Some(&LOG_MAGIC[..]) {
+            return bad("log header magic missing: not a shale log file".into());
+        }
+        let version = d.fixed32().unwrap_or(0);
+        if version != LOG_FORMAT_VERSION {
+            return Err(Error::UnsupportedFormat {
+                path: self.path.clone(),
+                message: format!(
+                    "log format version {version}, this build reads {LOG_FORMAT_VERSION}"
+                ),
+            });
+        }
+        let kind = d.u8().and_then(LogKind::from_u8);
+        if kind != Some(self.kind) {
+            return bad(format!(
+                "log header says {kind:?}, expected {:?}",
+                self.kind
+            ));
+        }
+        let number = d.fixed64();
+        if let (Some(expected), Some(found)) = (self.expected_number, number) {
+            if expected != found {
+                return bad(format!(
+                    "log header names file {found}, expected {expected}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Assembles the next logical record from fragments.
+    fn read_physical_record(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.finished {
+            return Ok(None);
+        }
+        let mut assembling: Option<(u64, Vec<u8>)> = None;
+        loop {
+            match self.next_fragment()? {
+                Fragment::End => {
+                    if let Some((start, _)) = assembling {
+                        self.stop_torn(start, "record cut off by end of file");
+                    }
+                    self.finished = true;
+                    return Ok(None);
+                }
+                Fragment::Bad(offset, reason) => {
+                    let start = assembling.map(|(s, _)| s).unwrap_or(offset);
+                    return self.bad_fragment(start, reason);
+                }
+                Fragment::Data(kind, offset, payload) => match (kind, assembling.take()) {
+                    (FragmentType::Full, None) => {
+                        self.record_offset = offset;
+                        return Ok(Some(payload));
+                    }
+                    (FragmentType::First, None) => assembling = Some((offset, payload)),
+                    (FragmentType::Middle, Some((start, mut buf))) => {
+                        buf.extend_from_slice(&payload);
+                        assembling = Some((start, buf));
+                    }
+                    (FragmentType::Last, Some((start, mut buf))) => {
+                        buf.extend_from_slice(&payload);
+                        self.record_offset = start;
+                        return Ok(Some(buf));
+                    }
+                    (kind, _) => {
+                        return Err(Error::corruption(
+                            &self.path,
+                            offset,
+                            format!("log fragment {kind:?} out of order"),
+                        ))
+                    }
+                },
+            }
+        }
+    }
+
+    fn stop_torn(&mut self, offset: u64, reason: &str) {
+        let end = self.block_start + self.block.len() as u64;
+        self.torn = Some(TornTail {
+            offset,
+            dropped_bytes: end.saturating_sub(offset),
+            reason: reason.to_string(),
+        });
+        self.finished = true;
+    }
+
+    /// A damaged fragment is a torn tail only if no intact fragment starts any later block.
+    fn bad_fragment(&mut self, offset: u64, reason: String) -> Result<Option<Vec<u8>>> {
+        while self.load_block()? {
+            if self.block_starts_with_valid_fragment() {
+                return Err(Error::corruption(
+                    &self.path,
+                    offset,
+                    format!(
+                        "{reason}, followed by intact records at offset {}",
+                        self.block_start
+                    ),
+                ));
+            }
+        }
+        self.stop_torn(offset, &reason);
+        Ok(None)
+    }
+
+    fn block_starts_with_valid_fragment(&self) -> bool {
+        let Some(header) = self.block.get(..HEADER_SIZE) else {
+            return false;
+        };
+        let len = usize::from(u16::from_le_bytes([header[4], header[5]]));
+        let kind = header[6];
+        match self.block.get(HEADER_SIZE..HEADER_SIZE + len) {
+            Some(payload) if FragmentType::from_u8(kind).is_some() => {
+                decode_fixed32(header) == Some(fragment_crc(kind, payload))
+            }
+            _ => false,
+        }
+    }
+
+    /// Reads the next block into `self.block`; false at end of file.
+    fn load_block(&mut self) -> Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        self.block_start += self.block.len() as u64;
+        self.block.resize(BLOCK_SIZE, 0);
+        let mut filled = 0;
+        while filled < BLOCK_SIZE {
+            let n = self.file.read(&mut self.block[filled..])?;
+            if n == 0 {
+                self.eof = true;
+                break;
+            }
+            filled += n;
+        }
+        self.block.truncate(filled);
+        self.pos = 0;
+        Ok(filled > 0)
+    }
+
+    fn next_fragment(&mut self) -> Result<Fragment> {
+        loop {
+            let left = self.block.len() - self.pos;
+            if left < HEADER_SIZE {
+                let tail = &self.block[self.pos..];
+                if self.eof && !tail.is_empty() && self.block.len() < BLOCK_SIZE {
+                    // A partial header at the very end of the file.
+                    let offset = self.block_start + self.pos as u64;
+                    return Ok(Fragment::Bad(offset, "partial fragment header".into()));
+                }
+                if !self.load_block()? {
+                    return Ok(Fragment::End);
+                }
+                continue;
+            }
+            let offset = self.block_start + self.pos as u64;
+            let header = &self.block[self.pos..self.pos + HEADER_SIZE];
+            let crc = decode_fixed32(header).unwrap_or(0);
+            let len = usize::from(u16::from_le_bytes([header[4], header[5]]));
+            let kind_byte = header[6];
+            if kind_byte == 0 && len == 0 && crc == 0 {
+                // Zeros: preallocated or torn space. Everything after must be checked too.
+                return Ok(Fragment::Bad(
+                    offset,
+                    "zeroed space where a fragment was expected".into(),
+                ));
+            }
+            let Some(payload) = self
+                .block
+                .get(self.pos + HEADER_SIZE..self.pos + HEADER_SIZE + len)
+            else {
+                return Ok(Fragment::Bad(
+                    offset,
+                    format!("fragment length {len} runs past its block"),
+                ));
+            };
+            let Some(kind) = FragmentType::from_u8(kind_byte) else {
+                return Ok(Fragment::Bad(
+                    offset,
+                    format!("unknown fragment type {kind_byte}"),
+                ));
+            };
+            if crc != fragment_crc(kind_byte, payload) {
+                return Ok(Fragment::Bad(offset, "fragment checksum mismatch".into()));
+            }
+            let payload = payload.to_vec();
+            self.pos += HEADER_SIZE + len;
+            return Ok(Fragment::Data(kind, offset, payload));
+        }
+    }
+}
