@@ -43,7 +43,9 @@ impl MergingIterator {
                 continue;
             }
             best = match best {
-                Some(b) if self.icmp.compare(child.key(), self.children[b].key()) != Ordering::Less => {
+                Some(b)
+                    if self.icmp.compare(child.key(), self.children[b].key()) != Ordering::Less =>
+                {
                     Some(b)
                 }
                 _ => Some(i),
@@ -214,13 +216,21 @@ mod tests {
                     }
                     2 => {
                         let k = format!("k{:03}", rng.gen_range(0..55));
-                        let t = make_internal_key(k.as_bytes(), rng.gen_range(0..seq), ValueKind::Value);
+                        let t = make_internal_key(
+                            k.as_bytes(),
+                            rng.gen_range(0..seq),
+                            ValueKind::Value,
+                        );
                         merged.seek(&t);
                         oracle.seek(&t);
                     }
                     3 => {
                         let k = format!("k{:03}", rng.gen_range(0..55));
-                        let t = make_internal_key(k.as_bytes(), rng.gen_range(0..seq), ValueKind::Value);
+                        let t = make_internal_key(
+                            k.as_bytes(),
+                            rng.gen_range(0..seq),
+                            ValueKind::Value,
+                        );
                         merged.seek_for_prev(&t);
                         oracle.seek_for_prev(&t);
                     }

@@ -32,10 +32,13 @@ pub trait InternalIterator: Send {
     fn status(&self) -> Result<()>;
 }
 
+mod db_iter;
 mod merging;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use db_iter::DbIterator;
+pub(crate) use db_iter::{split_expiring, ReadContext, EXPIRY_PREFIX_LEN};
 pub use merging::MergingIterator;
 
 /// Positions `iter` at the last entry `<= target` given that it supports `seek` and `prev`; the

@@ -28,7 +28,11 @@ impl InternalIterator for VecIterator {
         self.pos.is_some()
     }
     fn seek_to_first(&mut self) {
-        self.pos = if self.entries.is_empty() { None } else { Some(0) };
+        self.pos = if self.entries.is_empty() {
+            None
+        } else {
+            Some(0)
+        };
     }
     fn seek_to_last(&mut self) {
         self.pos = self.entries.len().checked_sub(1);
@@ -46,19 +50,20 @@ impl InternalIterator for VecIterator {
         self.pos = i.checked_sub(1);
     }
     fn next(&mut self) {
-        self.pos = self
-            .pos
-            .map(|p| p + 1)
-            .filter(|&p| p < self.entries.len());
+        self.pos = self.pos.map(|p| p + 1).filter(|&p| p < self.entries.len());
     }
     fn prev(&mut self) {
         self.pos = self.pos.and_then(|p| p.checked_sub(1));
     }
     fn key(&self) -> &[u8] {
-        self.pos.map(|p| self.entries[p].0.as_slice()).unwrap_or(&[])
+        self.pos
+            .map(|p| self.entries[p].0.as_slice())
+            .unwrap_or(&[])
     }
     fn value(&self) -> &[u8] {
-        self.pos.map(|p| self.entries[p].1.as_slice()).unwrap_or(&[])
+        self.pos
+            .map(|p| self.entries[p].1.as_slice())
+            .unwrap_or(&[])
     }
     fn status(&self) -> Result<()> {
         Ok(())
