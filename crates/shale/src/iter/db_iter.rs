@@ -130,6 +130,11 @@ impl DbIterator {
         }
     }
 
+    /// The user-key comparator this iterator orders by.
+    pub fn comparator(&self) -> &std::sync::Arc<dyn Comparator> {
+        &self.ctx.user_cmp
+    }
+
     /// True when positioned at a key.
     pub fn valid(&self) -> bool {
         self.valid

@@ -33,12 +33,14 @@ pub trait InternalIterator: Send {
 }
 
 mod db_iter;
+mod level;
 mod merging;
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub use db_iter::DbIterator;
 pub(crate) use db_iter::{split_expiring, ReadContext, EXPIRY_PREFIX_LEN};
+pub(crate) use level::LevelIterator;
 pub use merging::MergingIterator;
 
 /// Positions `iter` at the last entry `<= target` given that it supports `seek` and `prev`; the
