@@ -124,7 +124,7 @@ impl DbInner {
         }
         let mut iter = mem.iter();
         iter.seek_to_first();
-        let meta = build_table(&self.dir, &self.options, number, &mut iter, |_| false)?;
+        let meta = build_table(&self.dir, &self.options, number, &mut iter)?;
         if meta.is_some() {
             self.options.fs.sync_dir(&self.dir)?;
         }
@@ -220,23 +220,18 @@ impl DbInner {
     }
 }
 
-/// Builds table `number` from `iter` (positioned at its first entry) until `iter` ends or
-/// `stop_before(key)` says the next key belongs to another file. `None` if nothing was written
-/// (the file is removed).
+/// Builds table `number` from every entry of `iter` (positioned at its first entry). `None` if
+/// there was nothing to write (the file is removed).
 pub(crate) fn build_table(
     dir: &std::path::Path,
     options: &crate::Options,
     number: u64,
     iter: &mut dyn InternalIterator,
-    mut stop_before: impl FnMut(&[u8]) -> bool,
 ) -> Result<Option<FileMetaData>> {
     let path = table_file_name(dir, number);
     let file = options.fs.create(&path)?;
     let mut builder = TableBuilder::new(TableOptions::from_options(options), file, path.clone());
     while iter.valid() {
-        if builder.num_entries() > 0 && stop_before(iter.key()) {
-            break;
-        }
         builder.add(iter.key(), iter.value())?;
         iter.next();
     }

@@ -216,7 +216,7 @@ impl Replay<'_> {
         let mut iter = mem.iter();
         crate::iter::InternalIterator::seek_to_first(&mut iter);
         if let Some(meta) =
-            super::background::build_table(self.dir, self.options, number, &mut iter, |_| false)?
+            super::background::build_table(self.dir, self.options, number, &mut iter)?
         {
             self.options.fs.sync_dir(self.dir)?;
             edit.add_file(0, meta);
