@@ -11,6 +11,7 @@ mod background;
 mod compaction_job;
 mod open;
 mod read;
+mod repair;
 mod stats;
 mod write;
 
@@ -36,6 +37,7 @@ use crate::version::{Version, VersionSet};
 use crate::wal::LogWriter;
 
 pub use read::Range;
+pub use repair::RepairReport;
 pub use stats::{DbStats, LevelStats};
 
 /// What readers need, published as one unit so that a reader sees a memtable or the table it
@@ -135,6 +137,13 @@ impl Db {
     /// Deletes the database in `path`: its files and, if then empty, the directory.
     pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
         open::destroy(path.as_ref(), options)
+    }
+
+    /// Salvages what it can from a damaged database in `path`: every readable entry of every
+    /// table and WAL is rewritten under a new manifest; damaged files move to `path/lost/`.
+    /// The database must not be open.
+    pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<RepairReport> {
+        repair::repair(path.as_ref(), options)
     }
 
     /// The directory the database lives in.
