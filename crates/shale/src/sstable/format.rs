@@ -388,6 +388,7 @@ mod tests {
         expected.extend_from_slice(&crc);
         expected.extend_from_slice(b"shaleSST");
         assert_eq!(enc, expected);
+        assert_eq!(TABLE_MAGIC, 0x5453_5365_6c61_6873);
         assert_eq!(decode_footer(&p(), 0, &enc).expect("decode"), f);
     }
 

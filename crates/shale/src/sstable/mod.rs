@@ -12,7 +12,7 @@
 //! - The filter block is one bloom filter over every user key ([`filter`]).
 //! - The properties block records counts and the key range ([`properties`]).
 //! - The metaindex block names the filter and properties blocks.
-//! - The footer points at the metaindex and index blocks ([`format`]).
+//! - The footer points at the metaindex and index blocks ([`mod@format`]).
 //!
 //! Invariants: keys in a table increase strictly in internal key order; every byte read from
 //! the file is either checksum-verified or bounds-checked, and damage surfaces as

@@ -600,6 +600,31 @@ fn every_flipped_byte_is_detected() {
     }
 }
 
+/// Every bit of a sample of bytes, with verification of the whole table after open.
+#[test]
+fn every_bit_of_sampled_bytes_is_detected() {
+    let entries = dataset(30, 2, 8);
+    let fs = MemFs::new();
+    let path = PathBuf::from("/db/000010.sst");
+    let opts = table_opts(Compression::Zstd(1), 10, 256);
+    write_table(&fs, &path, &opts, &entries);
+    let good = fs.contents(&path).expect("contents");
+    for i in (0..good.len()).step_by(11) {
+        for bit in 0..8 {
+            let mut bad = good.clone();
+            bad[i] ^= 1 << bit;
+            fs.set_contents(&path, bad);
+            let outcome = open(&fs, &path, &opts, None).and_then(|t| {
+                let got = scan_forward(&mut t.iter(ReadFlags::default()))?;
+                assert_eq!(got, entries, "flip at {i}.{bit} changed the data");
+                t.verify()
+            });
+            let err = outcome.expect_err("flip must be detected");
+            assert!(err.is_corruption(), "flip at {i}.{bit}: {err}");
+        }
+    }
+}
+
 /// Iterators hit by a damaged block become invalid and report it, in both directions.
 #[test]
 fn iterator_reports_damaged_block_through_status() {
