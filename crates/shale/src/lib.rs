@@ -6,6 +6,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod codec;
 pub mod env;
 mod error;
@@ -15,6 +16,7 @@ pub mod limits;
 pub mod merge;
 mod options;
 mod snapshot;
+pub mod sstable;
 pub mod ttl;
 pub mod wal;
 
