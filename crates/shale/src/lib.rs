@@ -7,8 +7,10 @@
 #![deny(missing_docs)]
 
 pub mod codec;
+pub mod compaction;
 pub mod env;
 mod error;
+pub mod filename;
 pub mod iter;
 pub mod key;
 pub mod limits;
@@ -16,6 +18,7 @@ pub mod merge;
 mod options;
 mod snapshot;
 pub mod ttl;
+pub mod version;
 pub mod wal;
 
 pub use error::{Error, Result};
