@@ -314,6 +314,32 @@ mod tests {
         ];
         assert_eq!(e.encode(), expected);
         assert_eq!(VersionEdit::decode(&expected).expect("decode"), e);
+        assert_eq!(
+            doc_golden_bytes(),
+            expected,
+            "docs/format/manifest.md is out of date"
+        );
+    }
+
+    /// The hex bytes of the "Golden example" block of the format doc: on each line, the leading
+    /// two-digit hex tokens (the rest of the line is commentary).
+    fn doc_golden_bytes() -> Vec<u8> {
+        let doc = include_str!("../../../../docs/format/manifest.md");
+        let section = doc
+            .split("## Golden example")
+            .nth(1)
+            .expect("golden section");
+        let block = section.split("```").nth(1).expect("code block");
+        let mut bytes = Vec::new();
+        for line in block.lines().skip(1) {
+            for token in line.split_whitespace() {
+                match (token.len(), u8::from_str_radix(token, 16)) {
+                    (2, Ok(b)) => bytes.push(b),
+                    _ => break,
+                }
+            }
+        }
+        bytes
     }
 
     #[test]

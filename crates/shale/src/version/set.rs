@@ -708,6 +708,27 @@ mod tests {
     }
 
     #[test]
+    fn posix_round_trip() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("db");
+        let opts = options(Arc::new(crate::env::PosixFs::new()));
+        let mut vs = VersionSet::new(dir.clone(), opts.clone());
+        vs.create_new_db().expect("create");
+        let a = flush_edit(&mut vs, 0, "a", "c");
+        let b = flush_edit(&mut vs, 1, "d", "f");
+        let mut vs2 = VersionSet::new(dir.clone(), opts);
+        let r = vs2.recover().expect("recover");
+        assert_eq!(layout(&vs2.current()), vec![(0, a), (1, b)]);
+        assert_eq!(r.manifest_number, vs.manifest_number());
+        let current =
+            read_all(&crate::env::PosixFs::new(), &dir.join("CURRENT")).expect("read CURRENT");
+        assert_eq!(
+            current,
+            format!("MANIFEST-{:06}\n", vs.manifest_number()).into_bytes()
+        );
+    }
+
+    #[test]
     fn manifest_rolls_over_at_the_size_limit() {
         let fs = MemFs::new();
         let mut vs = fresh(&fs);
