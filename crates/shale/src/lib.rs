@@ -8,8 +8,10 @@
 
 pub mod cache;
 pub mod codec;
+pub mod compaction;
 pub mod env;
 mod error;
+pub mod filename;
 pub mod iter;
 pub mod key;
 pub mod limits;
@@ -18,6 +20,7 @@ mod options;
 mod snapshot;
 pub mod sstable;
 pub mod ttl;
+pub mod version;
 pub mod wal;
 
 pub use error::{Error, Result};
