@@ -61,15 +61,23 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         }
     }
 
-    // Replay every WAL the manifest does not yet cover, oldest first.
-    let mut wals: Vec<u64> = fs
-        .list(dir)?
-        .iter()
-        .filter_map(|name| match parse_file_name(name) {
-            Some(FileType::Wal(n)) if n >= recovered.log_number => Some(n),
-            _ => None,
-        })
-        .collect();
+    // Replay every WAL the manifest does not yet cover, oldest first. Numbers of files the
+    // manifest does not know (say, a table whose edit was lost with a torn manifest tail) are
+    // never handed out again.
+    let names = fs.list(dir)?;
+    let mut wals: Vec<u64> = Vec::new();
+    for name in &names {
+        match parse_file_name(name) {
+            Some(FileType::Wal(n)) => {
+                versions.mark_file_number_used(n);
+                if n >= recovered.log_number {
+                    wals.push(n);
+                }
+            }
+            Some(FileType::Table(n) | FileType::Manifest(n)) => versions.mark_file_number_used(n),
+            _ => {}
+        }
+    }
     wals.sort_unstable();
     let mut edit = VersionEdit::default();
     let mut last_sequence = recovered.last_sequence;
