@@ -5,7 +5,11 @@
 fn main() -> shale::Result<()> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = shale::Db::open(dir.path(), shale::Options::default())?;
-    for (fruit, colour) in [("apple", "red"), ("banana", "yellow"), ("cherry", "dark red")] {
+    for (fruit, colour) in [
+        ("apple", "red"),
+        ("banana", "yellow"),
+        ("cherry", "dark red"),
+    ] {
         db.put(fruit, colour)?;
     }
     db.delete("banana")?;
@@ -13,7 +17,11 @@ fn main() -> shale::Result<()> {
     println!("banana -> {:?}", db.get("banana")?);
     for entry in db.range::<&[u8], _>(..) {
         let (key, value) = entry?;
-        println!("{} = {}", String::from_utf8_lossy(&key), String::from_utf8_lossy(&value));
+        println!(
+            "{} = {}",
+            String::from_utf8_lossy(&key),
+            String::from_utf8_lossy(&value)
+        );
     }
     Ok(())
 }

@@ -16,13 +16,21 @@ fn main() -> shale::Result<()> {
     let mut it = db.iter(at_snapshot);
     it.seek_to_first();
     while it.valid() {
-        println!("before: {} = {}", String::from_utf8_lossy(it.key()), String::from_utf8_lossy(it.value()));
+        println!(
+            "before: {} = {}",
+            String::from_utf8_lossy(it.key()),
+            String::from_utf8_lossy(it.value())
+        );
         it.next();
     }
     it.status()?;
     for entry in db.range::<&[u8], _>(..) {
         let (k, v) = entry?;
-        println!("now:    {} = {}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
+        println!(
+            "now:    {} = {}",
+            String::from_utf8_lossy(&k),
+            String::from_utf8_lossy(&v)
+        );
     }
     Ok(())
 }

@@ -24,9 +24,16 @@ fn main() -> shale::Result<()> {
     println!("at t=0:   bob -> {:?}", db.get("session:bob")?);
     clock.advance(10_000_000);
     println!("at t=10s: bob -> {:?} (expired)", db.get("session:bob")?);
-    println!("at t=10s: alice -> {:?}", db.get("session:alice")?.map(String::from_utf8));
+    println!(
+        "at t=10s: alice -> {:?}",
+        db.get("session:alice")?.map(String::from_utf8)
+    );
     clock.advance(60_000_000);
     db.compact_range(None, None)?;
-    println!("at t=70s: alice -> {:?}; expired entries dropped by compaction: {}", db.get("session:alice")?, db.stats().expired_dropped);
+    println!(
+        "at t=70s: alice -> {:?}; expired entries dropped by compaction: {}",
+        db.get("session:alice")?,
+        db.stats().expired_dropped
+    );
     Ok(())
 }

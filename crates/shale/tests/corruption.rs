@@ -46,8 +46,15 @@ fn read_back(db: &Db, n: u32) -> Result<(), Error> {
     it.seek_to_first();
     while it.valid() {
         let k = String::from_utf8_lossy(it.key()).into_owned();
-        let i: u32 = k.trim_start_matches("key").parse().expect("only written keys");
-        assert_eq!(it.value(), value(i).as_slice(), "wrong data returned by iterator for {k}");
+        let i: u32 = k
+            .trim_start_matches("key")
+            .parse()
+            .expect("only written keys");
+        assert_eq!(
+            it.value(),
+            value(i).as_slice(),
+            "wrong data returned by iterator for {k}"
+        );
         it.next();
     }
     it.status()
@@ -104,7 +111,14 @@ fn flipped_byte_in_the_middle_of_the_wal_fails_open() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
     {
-        let db = Db::open(dir, Options { write_buffer_size: 1 << 20, ..options(&fs) }).expect("open");
+        let db = Db::open(
+            dir,
+            Options {
+                write_buffer_size: 1 << 20,
+                ..options(&fs)
+            },
+        )
+        .expect("open");
         for i in 0..2000 {
             db.put(format!("key{i:06}"), value(i)).expect("put");
         }
@@ -124,7 +138,14 @@ fn torn_wal_tail_is_dropped_cleanly() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
     {
-        let db = Db::open(dir, Options { write_buffer_size: 1 << 20, ..options(&fs) }).expect("open");
+        let db = Db::open(
+            dir,
+            Options {
+                write_buffer_size: 1 << 20,
+                ..options(&fs)
+            },
+        )
+        .expect("open");
         for i in 0..1000 {
             db.put(format!("key{i:06}"), value(i)).expect("put");
         }
@@ -135,7 +156,11 @@ fn torn_wal_tail_is_dropped_cleanly() {
     let db = Db::open(dir, options(&fs)).expect("a torn tail is not an error");
     read_back(&db, 1000).expect("intact prefix");
     assert_eq!(db.get("key000998").expect("get"), Some(value(998)));
-    assert_eq!(db.get("key000999").expect("get"), None, "the torn record is dropped");
+    assert_eq!(
+        db.get("key000999").expect("get"),
+        None,
+        "the torn record is dropped"
+    );
 }
 
 #[test]
@@ -143,13 +168,18 @@ fn flipped_byte_in_the_manifest_fails_open() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
     populate(&fs, dir, 3000, true);
-    let manifest = files_with_suffix(&fs, dir, "MANIFEST-").pop().expect("manifest");
+    let manifest = files_with_suffix(&fs, dir, "MANIFEST-")
+        .pop()
+        .expect("manifest");
     let mut data = fs.contents(&manifest).expect("manifest");
     // Damage the first record (the header), so intact records follow it.
     data[12] ^= 0x10;
     fs.set_contents(&manifest, data);
     match Db::open(dir, options(&fs)) {
-        Err(e) => assert!(e.to_string().contains("MANIFEST"), "error must name the manifest: {e}"),
+        Err(e) => assert!(
+            e.to_string().contains("MANIFEST"),
+            "error must name the manifest: {e}"
+        ),
         Ok(_) => panic!("open must fail on a damaged manifest"),
     }
 }

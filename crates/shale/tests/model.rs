@@ -60,7 +60,9 @@ fn value(rng: &mut StdRng) -> Vec<u8> {
         1 => rng.gen_range(200..2000),
         _ => rng.gen_range(1..60),
     };
-    (0..len).map(|i| b'a' + ((i * 7 + len) % 26) as u8).collect()
+    (0..len)
+        .map(|i| b'a' + ((i * 7 + len) % 26) as u8)
+        .collect()
 }
 
 fn apply_merge(model: &mut Model, k: &[u8], operand: &[u8]) {
@@ -84,12 +86,21 @@ fn scan_model(
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     model
         .iter()
-        .filter(|(k, _)| lower.is_none_or(|l| k.as_slice() >= l) && upper.is_none_or(|u| k.as_slice() < u))
+        .filter(|(k, _)| {
+            lower.is_none_or(|l| k.as_slice() >= l) && upper.is_none_or(|u| k.as_slice() < u)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
 
-fn check_scan(db: &Db, model: &Model, snapshot: Option<&Snapshot>, rng: &mut StdRng, space: u32, ctx: &str) {
+fn check_scan(
+    db: &Db,
+    model: &Model,
+    snapshot: Option<&Snapshot>,
+    rng: &mut StdRng,
+    space: u32,
+    ctx: &str,
+) {
     let lower = rng.gen_bool(0.3).then(|| key(rng, space));
     let upper = rng.gen_bool(0.3).then(|| key(rng, space));
     let want = scan_model(model, lower.as_deref(), upper.as_deref());
@@ -115,14 +126,23 @@ fn check_scan(db: &Db, model: &Model, snapshot: Option<&Snapshot>, rng: &mut Std
         }
         got.reverse();
     }
-    it.status().unwrap_or_else(|e| panic!("{ctx}: iterator error {e}"));
-    assert_eq!(got.len(), want.len(), "{ctx}: scan [{lower:?}, {upper:?}) length");
+    it.status()
+        .unwrap_or_else(|e| panic!("{ctx}: iterator error {e}"));
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{ctx}: scan [{lower:?}, {upper:?}) length"
+    );
     assert_eq!(got, want, "{ctx}: scan [{lower:?}, {upper:?})");
     // A seek lands on the first key at or after the target.
     let target = key(rng, space);
     it.seek(&target);
     let first = want.iter().find(|(k, _)| k.as_slice() >= target.as_slice());
-    assert_eq!(it.valid().then(|| it.key().to_vec()), first.map(|e| e.0.clone()), "{ctx}: seek");
+    assert_eq!(
+        it.valid().then(|| it.key().to_vec()),
+        first.map(|e| e.0.clone()),
+        "{ctx}: seek"
+    );
 }
 
 fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize) {
@@ -132,8 +152,15 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
     let mut db = Db::open(dir, options.clone()).unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
     let mut model = Model::new();
     let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
+    let mut max_levels_used = 0;
+    let mut total_compactions = 0;
+    let mut total_flushes = 0;
     for step in 0..steps {
         let ctx = format!("{ctx} step {step}");
+        if step % 50 == 0 {
+            let levels = db.stats().levels.iter().filter(|l| l.files > 0).count();
+            max_levels_used = max_levels_used.max(levels);
+        }
         match rng.gen_range(0..100) {
             0..=34 => {
                 let (k, v) = (key(&mut rng, space), value(&mut rng));
@@ -142,12 +169,14 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
             }
             35..=44 => {
                 let k = key(&mut rng, space);
-                db.delete(&k).unwrap_or_else(|e| panic!("{ctx}: delete: {e}"));
+                db.delete(&k)
+                    .unwrap_or_else(|e| panic!("{ctx}: delete: {e}"));
                 model.remove(&k);
             }
             45..=51 => {
                 let (k, v) = (key(&mut rng, space), value(&mut rng));
-                db.merge(&k, &v).unwrap_or_else(|e| panic!("{ctx}: merge: {e}"));
+                db.merge(&k, &v)
+                    .unwrap_or_else(|e| panic!("{ctx}: merge: {e}"));
                 apply_merge(&mut model, &k, &v);
             }
             52..=57 => {
@@ -172,7 +201,8 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
                         }
                     }
                 }
-                db.write(batch).unwrap_or_else(|e| panic!("{ctx}: write batch: {e}"));
+                db.write(batch)
+                    .unwrap_or_else(|e| panic!("{ctx}: write batch: {e}"));
                 model = staged;
             }
             58..=79 => {
@@ -189,14 +219,22 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
                 }
             }
             87..=90 => {
-                if let Some(i) = (!snapshots.is_empty()).then(|| rng.gen_range(0..snapshots.len())) {
+                if let Some(i) = (!snapshots.is_empty()).then(|| rng.gen_range(0..snapshots.len()))
+                {
                     let (snap, old) = &snapshots[i];
                     let k = key(&mut rng, space);
                     let got = db
                         .get_opt(&k, &ReadOptions::at(snap))
                         .unwrap_or_else(|e| panic!("{ctx}: snapshot get: {e}"));
                     assert_eq!(got.as_ref(), old.get(&k), "{ctx}: snapshot get {k:?}");
-                    check_scan(&db, old, Some(snap), &mut rng, space, &format!("{ctx} (snapshot)"));
+                    check_scan(
+                        &db,
+                        old,
+                        Some(snap),
+                        &mut rng,
+                        space,
+                        &format!("{ctx} (snapshot)"),
+                    );
                 }
             }
             91..=92 => db.flush().unwrap_or_else(|e| panic!("{ctx}: flush: {e}")),
@@ -207,25 +245,55 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
                 db.compact_range(Some(&lo), Some(&hi))
                     .unwrap_or_else(|e| panic!("{ctx}: compact_range: {e}"));
             }
-            95 => db.compact_range(None, None).unwrap_or_else(|e| panic!("{ctx}: compact all: {e}")),
+            95 => db
+                .compact_range(None, None)
+                .unwrap_or_else(|e| panic!("{ctx}: compact all: {e}")),
             _ => {
                 // Reopen: snapshots do not survive it.
                 snapshots.clear();
+                let stats = db.stats();
+                total_compactions += stats.compactions;
+                total_flushes += stats.flushes;
                 drop(db);
-                db = Db::open(dir, options.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+                db =
+                    Db::open(dir, options.clone()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             }
         }
+    }
+    // The tiny option sets must have exercised flushes and several levels, or the test proves
+    // little about tables and compaction.
+    let stats = db.stats();
+    total_compactions += stats.compactions;
+    total_flushes += stats.flushes;
+    eprintln!(
+        "{ctx}: {total_flushes} flushes, {total_compactions} compactions, at most {max_levels_used} levels in use, files per level at the end {:?}",
+        stats.levels.iter().map(|l| l.files).collect::<Vec<_>>()
+    );
+    if name.starts_with("tiny") && steps >= 3000 {
+        assert!(total_compactions > 0, "{ctx}: no compaction ran");
+        assert!(
+            max_levels_used >= 2,
+            "{ctx}: at most {max_levels_used} level(s) in use"
+        );
     }
     // A final full comparison, before and after a last reopen.
     let all: Vec<(Vec<u8>, Vec<u8>)> = db.range::<&[u8], _>(..).map(|r| r.expect("scan")).collect();
     assert_eq!(all, scan_model(&model, None, None), "{ctx}: final scan");
-    let back: Vec<(Vec<u8>, Vec<u8>)> = db.range::<&[u8], _>(..).rev().map(|r| r.expect("scan")).collect();
+    let back: Vec<(Vec<u8>, Vec<u8>)> = db
+        .range::<&[u8], _>(..)
+        .rev()
+        .map(|r| r.expect("scan"))
+        .collect();
     assert_eq!(back.len(), model.len(), "{ctx}: final reverse scan");
     drop(snapshots);
     drop(db);
     let db = Db::open(dir, options).unwrap_or_else(|e| panic!("{ctx}: final reopen: {e}"));
     for (k, v) in &model {
-        assert_eq!(db.get(k).expect("get").as_ref(), Some(v), "{ctx}: after reopen {k:?}");
+        assert_eq!(
+            db.get(k).expect("get").as_ref(),
+            Some(v),
+            "{ctx}: after reopen {k:?}"
+        );
     }
 }
 

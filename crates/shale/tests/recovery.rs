@@ -19,7 +19,10 @@ fn small_options(fs: &MemFs) -> Options {
 }
 
 fn kv(i: u32) -> (Vec<u8>, Vec<u8>) {
-    (format!("key{i:06}").into_bytes(), format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes())
+    (
+        format!("key{i:06}").into_bytes(),
+        format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes(),
+    )
 }
 
 fn check_all(db: &Db, n: u32) {
@@ -42,7 +45,10 @@ fn reopen_after_clean_close_keeps_wal_and_table_data() {
             db.put(&k, &v).expect("put");
         }
         let stats = db.stats();
-        assert!(stats.flushes > 0, "the test must exercise tables, not only the WAL");
+        assert!(
+            stats.flushes > 0,
+            "the test must exercise tables, not only the WAL"
+        );
     }
     let db = Db::open(dir, small_options(&fs)).expect("reopen");
     check_all(&db, 3000);
@@ -91,10 +97,19 @@ fn batches_and_deletes_survive_repeated_reopens() {
             batch.put(format!("r{round}-{i:04}"), format!("v{i}"));
         }
         batch.delete(format!("r{round}-0000"));
-        db.write_opt(batch, &WriteOptions { sync: true, ..WriteOptions::default() })
-            .expect("write");
+        db.write_opt(
+            batch,
+            &WriteOptions {
+                sync: true,
+                ..WriteOptions::default()
+            },
+        )
+        .expect("write");
         if round > 0 {
-            assert_eq!(db.get(format!("r{}-0001", round - 1)).expect("get"), Some(b"v1".to_vec()));
+            assert_eq!(
+                db.get(format!("r{}-0001", round - 1)).expect("get"),
+                Some(b"v1".to_vec())
+            );
             assert_eq!(db.get(format!("r{}-0000", round - 1)).expect("get"), None);
         }
     }
@@ -117,10 +132,16 @@ fn second_open_of_the_same_directory_is_refused() {
 #[test]
 fn create_if_missing_and_error_if_exists() {
     let fs = MemFs::new();
-    let opts = Options { create_if_missing: false, ..small_options(&fs) };
+    let opts = Options {
+        create_if_missing: false,
+        ..small_options(&fs)
+    };
     assert!(Db::open("/nope", opts).is_err());
     drop(Db::open("/db", small_options(&fs)).expect("create"));
-    let opts = Options { error_if_exists: true, ..small_options(&fs) };
+    let opts = Options {
+        error_if_exists: true,
+        ..small_options(&fs)
+    };
     assert!(Db::open("/db", opts).is_err());
 }
 
@@ -142,8 +163,14 @@ fn over_limit_keys_and_values_are_invalid_arguments() {
     let fs = MemFs::new();
     let db = Db::open("/db", small_options(&fs)).expect("open");
     let big_key = vec![b'k'; shale::limits::MAX_KEY_BYTES + 1];
-    assert!(matches!(db.put(&big_key, b"v"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        db.put(&big_key, b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
-    assert!(matches!(db.merge(b"k", b"v"), Err(Error::InvalidArgument(_))), "merge without operator");
+    assert!(
+        matches!(db.merge(b"k", b"v"), Err(Error::InvalidArgument(_))),
+        "merge without operator"
+    );
     db.put(b"ok", b"v").expect("database still usable");
 }

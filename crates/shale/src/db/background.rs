@@ -186,7 +186,12 @@ impl DbInner {
     }
 
     /// Runs compactions of `level` over the range until none of its files overlap it.
-    fn manual_compaction(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    fn manual_compaction(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         let mut state = self.state.lock();
         state.manual_waiting += 1;
         let result = loop {
@@ -245,7 +250,10 @@ pub(crate) fn build_table(
     Ok(Some(meta_from_properties(number, &props)))
 }
 
-pub(crate) fn meta_from_properties(number: u64, props: &crate::sstable::TableProperties) -> FileMetaData {
+pub(crate) fn meta_from_properties(
+    number: u64,
+    props: &crate::sstable::TableProperties,
+) -> FileMetaData {
     FileMetaData {
         number,
         file_size: props.file_size,

@@ -20,7 +20,9 @@ use super::{DbInner, DbState};
 use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
-use crate::iter::{split_expiring, InternalIterator, LevelIterator, MergingIterator, EXPIRY_PREFIX_LEN};
+use crate::iter::{
+    split_expiring, InternalIterator, LevelIterator, MergingIterator, EXPIRY_PREFIX_LEN,
+};
 use crate::key::{append_internal_key, parse_internal_key, SequenceNumber, ValueKind};
 use crate::sstable::{ReadFlags, TableBuilder, TableOptions};
 use crate::ttl::FilterDecision;
@@ -60,7 +62,8 @@ impl DbInner {
             .oldest()
             .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
         let input_bytes = c.total_input_bytes();
-        let outcome = MutexGuard::unlocked(state, || self.compact_inputs(&mut c, smallest_snapshot));
+        let outcome =
+            MutexGuard::unlocked(state, || self.compact_inputs(&mut c, smallest_snapshot));
         let mut outputs_numbers: Vec<u64> = Vec::new();
         let result = outcome.and_then(|outputs| {
             outputs_numbers = outputs.iter().map(|f| f.number).collect();
@@ -73,7 +76,9 @@ impl DbInner {
             state.versions.log_and_apply(edit)?;
             let counters = &self.stats.per_level[output_level];
             counters.compactions.fetch_add(1, Ordering::Relaxed);
-            counters.bytes_read.fetch_add(input_bytes, Ordering::Relaxed);
+            counters
+                .bytes_read
+                .fetch_add(input_bytes, Ordering::Relaxed);
             counters.bytes_written.fetch_add(written, Ordering::Relaxed);
             counters
                 .micros
@@ -104,7 +109,11 @@ impl DbInner {
     }
 
     /// Merges the inputs into new tables. Runs without the state lock.
-    fn compact_inputs(&self, c: &mut Compaction, smallest_snapshot: SequenceNumber) -> Result<Vec<FileMetaData>> {
+    fn compact_inputs(
+        &self,
+        c: &mut Compaction,
+        smallest_snapshot: SequenceNumber,
+    ) -> Result<Vec<FileMetaData>> {
         let flags = ReadFlags {
             verify_checksums: true,
             fill_cache: false,
@@ -139,7 +148,11 @@ impl DbInner {
                 // Gather every entry of the next user key.
                 let first = input.key().to_vec();
                 let parsed = parse_internal_key(&first).ok_or_else(|| {
-                    Error::corruption("<compaction>", 0, format!("malformed internal key {first:?}"))
+                    Error::corruption(
+                        "<compaction>",
+                        0,
+                        format!("malformed internal key {first:?}"),
+                    )
                 })?;
                 let user_key = parsed.user_key.to_vec();
                 entries.clear();
@@ -223,7 +236,10 @@ impl DbInner {
                 let mut state = self.state.lock();
                 for f in &outputs {
                     state.pending_outputs.remove(&f.number);
-                    let _ = self.options.fs.remove(&table_file_name(&self.dir, f.number));
+                    let _ = self
+                        .options
+                        .fs
+                        .remove(&table_file_name(&self.dir, f.number));
                 }
                 Err(e)
             }
@@ -257,14 +273,26 @@ impl DbInner {
                 }
             }
             ValueKind::Value | ValueKind::ExpiringValue => {
-                self.emit_value(c, user_key, newest.sequence, newest.kind, &newest.value, now, &mut out);
+                self.emit_value(
+                    c,
+                    user_key,
+                    newest.sequence,
+                    newest.kind,
+                    &newest.value,
+                    now,
+                    &mut out,
+                );
             }
             ValueKind::Merge => {
                 let mut j = i;
                 while j < entries.len() && entries[j].kind == ValueKind::Merge {
                     j += 1;
                 }
-                let operands: Vec<&[u8]> = entries[i..j].iter().rev().map(|e| e.value.as_slice()).collect();
+                let operands: Vec<&[u8]> = entries[i..j]
+                    .iter()
+                    .rev()
+                    .map(|e| e.value.as_slice())
+                    .collect();
                 // The base below the operands: known if an entry ends the run here, or if no
                 // deeper level can hold older entries of this key.
                 let base: Option<Option<&Entry>> = match entries.get(j) {

@@ -14,7 +14,9 @@ use super::{Db, DbInner, DbState, ReadView};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::filename::{current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType};
+use crate::filename::{
+    current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
+};
 use crate::key::InternalKeyComparator;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -50,7 +52,11 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
 
     let block_cache = (options.block_cache_capacity > 0)
         .then(|| Arc::new(BlockCache::new(options.block_cache_capacity)));
-    let table_cache = Arc::new(TableCache::new(dir.to_path_buf(), &options, block_cache.clone()));
+    let table_cache = Arc::new(TableCache::new(
+        dir.to_path_buf(),
+        &options,
+        block_cache.clone(),
+    ));
 
     if options.paranoid_checks {
         let version = versions.current();
@@ -90,7 +96,14 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     for (i, &number) in wals.iter().enumerate() {
         versions.mark_file_number_used(number);
         let is_last = i + 1 == wals.len();
-        replay.replay_wal(number, is_last, &mut mem, &mut last_sequence, &mut versions, &mut edit)?;
+        replay.replay_wal(
+            number,
+            is_last,
+            &mut mem,
+            &mut last_sequence,
+            &mut versions,
+            &mut edit,
+        )?;
     }
     if !mem.is_empty() {
         replay.flush_recovered(&mem, &mut versions, &mut edit)?;

@@ -77,7 +77,9 @@ impl GetState<'_> {
         }
         self.operands.reverse();
         let refs: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
-        self.ctx.merge(self.user_key, base.as_deref(), &refs).map(Some)
+        self.ctx
+            .merge(self.user_key, base.as_deref(), &refs)
+            .map(Some)
     }
 }
 
@@ -193,7 +195,8 @@ impl DbInner {
             let mut total = 0u64;
             for level in 0..crate::limits::NUM_LEVELS {
                 for file in view.version.files(level) {
-                    if self.icmp.compare(&file.largest, start_key.internal_key()) == CmpOrdering::Less
+                    if self.icmp.compare(&file.largest, start_key.internal_key())
+                        == CmpOrdering::Less
                         || self.icmp.compare(&file.smallest, end_key.internal_key())
                             != CmpOrdering::Less
                     {
@@ -270,24 +273,24 @@ impl Range {
                 break;
             }
         }
-        let mut r = Range::new(db.iter(options.clone()), db.iter(options), ..);
+        let mut r = Range::new::<&[u8], _>(db.iter(options.clone()), db.iter(options), ..);
         r.prefix = Some(prefix.to_vec());
         r
     }
 
-    fn cmp(&self, a: &[u8], b: &[u8]) -> CmpOrdering {
+    fn compare_keys(&self, a: &[u8], b: &[u8]) -> CmpOrdering {
         self.front.comparator().compare(a, b)
     }
 
     fn in_range(&self, key: &[u8]) -> bool {
         let after_start = match &self.start {
-            Bound::Included(s) => self.cmp(key, s) != CmpOrdering::Less,
-            Bound::Excluded(s) => self.cmp(key, s) == CmpOrdering::Greater,
+            Bound::Included(s) => self.compare_keys(key, s) != CmpOrdering::Less,
+            Bound::Excluded(s) => self.compare_keys(key, s) == CmpOrdering::Greater,
             Bound::Unbounded => true,
         };
         let before_end = match &self.end {
-            Bound::Included(e) => self.cmp(key, e) != CmpOrdering::Greater,
-            Bound::Excluded(e) => self.cmp(key, e) == CmpOrdering::Less,
+            Bound::Included(e) => self.compare_keys(key, e) != CmpOrdering::Greater,
+            Bound::Excluded(e) => self.compare_keys(key, e) == CmpOrdering::Less,
             Bound::Unbounded => true,
         };
         let prefixed = self.prefix.as_ref().is_none_or(|p| key.starts_with(p));
@@ -307,11 +310,11 @@ impl Range {
         let crossed = if from_front {
             self.back_last
                 .as_ref()
-                .is_some_and(|b| self.cmp(&key, b) != CmpOrdering::Less)
+                .is_some_and(|b| self.compare_keys(&key, b) != CmpOrdering::Less)
         } else {
             self.front_last
                 .as_ref()
-                .is_some_and(|f| self.cmp(&key, f) != CmpOrdering::Greater)
+                .is_some_and(|f| self.compare_keys(&key, f) != CmpOrdering::Greater)
         };
         if crossed || !self.in_range(&key) {
             self.finished = true;
@@ -342,7 +345,7 @@ impl Iterator for Range {
                     self.front.seek(&s);
                     if matches!(self.start, Bound::Excluded(_))
                         && self.front.valid()
-                        && self.cmp(self.front.key(), &s) == CmpOrdering::Equal
+                        && self.compare_keys(self.front.key(), &s) == CmpOrdering::Equal
                     {
                         self.front.next();
                     }
@@ -369,7 +372,7 @@ impl DoubleEndedIterator for Range {
                     self.back.seek_for_prev(&e);
                     if matches!(self.end, Bound::Excluded(_))
                         && self.back.valid()
-                        && self.cmp(self.back.key(), &e) == CmpOrdering::Equal
+                        && self.compare_keys(self.back.key(), &e) == CmpOrdering::Equal
                     {
                         self.back.prev();
                     }

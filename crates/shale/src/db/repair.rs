@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::filename::{current_file_name, lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType};
+use crate::filename::{
+    current_file_name, lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType,
+};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, InternalKeyComparator};
 use crate::memtable::MemTable;
@@ -60,7 +62,9 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             Some(FileType::Manifest(n)) => manifests.push(n),
             _ => continue,
         }
-        if let Some(FileType::Table(n) | FileType::Wal(n) | FileType::Manifest(n)) = parse_file_name(&name) {
+        if let Some(FileType::Table(n) | FileType::Wal(n) | FileType::Manifest(n)) =
+            parse_file_name(&name)
+        {
             max_number = max_number.max(n);
         }
     }
@@ -75,7 +79,8 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         report.wals_scanned += 1;
         let path = wal_file_name(dir, n);
         let mem = Arc::new(MemTable::new(icmp.clone()));
-        let mut reader = LogReader::new(fs.open_sequential(&path)?, path.clone(), LogKind::Wal, None);
+        let mut reader =
+            LogReader::new(fs.open_sequential(&path)?, path.clone(), LogKind::Wal, None);
         loop {
             match reader.read_record() {
                 Ok(Some(record)) => {
@@ -87,7 +92,9 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                                 .max(batch.sequence() + u64::from(batch.count()).saturating_sub(1));
                             report.wal_records_recovered += 1;
                         }
-                        Err(e) => report.problems.push(format!("{}: skipped a record: {e}", path.display())),
+                        Err(e) => report
+                            .problems
+                            .push(format!("{}: skipped a record: {e}", path.display())),
                     }
                 }
                 Ok(None) => {
@@ -102,7 +109,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                     break;
                 }
                 Err(e) => {
-                    report.problems.push(format!("{}: rest of the log unreadable: {e}", path.display()));
+                    report.problems.push(format!(
+                        "{}: rest of the log unreadable: {e}",
+                        path.display()
+                    ));
                     damaged.push(path.clone());
                     break;
                 }
@@ -126,7 +136,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         let table = match opened {
             Ok(t) => Arc::new(t),
             Err(e) => {
-                report.problems.push(format!("{}: unreadable, all of it lost: {e}", path.display()));
+                report.problems.push(format!(
+                    "{}: unreadable, all of it lost: {e}",
+                    path.display()
+                ));
                 damaged.push(path);
                 continue;
             }

@@ -178,7 +178,8 @@ impl DbInner {
         let rest = name.strip_prefix("shale.")?;
         if let Some(level) = rest.strip_prefix("num-files-at-level") {
             let level: usize = level.parse().ok()?;
-            return (level < NUM_LEVELS).then(|| self.current_view().version.num_files(level).to_string());
+            return (level < NUM_LEVELS)
+                .then(|| self.current_view().version.num_files(level).to_string());
         }
         match rest {
             "stats" => Some(format_stats(&self.stats())),
@@ -204,7 +205,12 @@ impl DbInner {
             "block-cache-usage" => Some(self.stats().block_cache_usage.to_string()),
             "total-sst-size" => {
                 let view = self.current_view();
-                Some((0..NUM_LEVELS).map(|l| view.version.level_bytes(l)).sum::<u64>().to_string())
+                Some(
+                    (0..NUM_LEVELS)
+                        .map(|l| view.version.level_bytes(l))
+                        .sum::<u64>()
+                        .to_string(),
+                )
             }
             "last-sequence" => Some(self.last_sequence.load(Ordering::Acquire).to_string()),
             _ => None,
@@ -221,7 +227,10 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
         out,
         "Level  Files Size(MB) Score Time(sec) Count Read(MB) Write(MB)"
     );
-    let _ = writeln!(out, "---------------------------------------------------------------");
+    let _ = writeln!(
+        out,
+        "---------------------------------------------------------------"
+    );
     for l in &s.levels {
         if l.files == 0 && l.compactions == 0 {
             continue;

@@ -31,7 +31,8 @@ impl DbInner {
         let batch = match batch {
             Some(b) => {
                 b.validate()?;
-                if b.iter().any(|e| matches!(e, Ok(e) if e.kind == ValueKind::Merge))
+                if b.iter()
+                    .any(|e| matches!(e, Ok(e) if e.kind == ValueKind::Merge))
                     && self.options.merge_operator.is_none()
                 {
                     return Err(Error::InvalidArgument(
@@ -72,7 +73,9 @@ impl DbInner {
             result = self.apply_group(&mut state, group, sync, disable_wal);
         }
         for _ in 0..group_len {
-            let Some(w) = state.writers.pop_front() else { break };
+            let Some(w) = state.writers.pop_front() else {
+                break;
+            };
             if w.id != id {
                 let copy = match &result {
                     Ok(()) => Ok(()),
@@ -107,9 +110,10 @@ impl DbInner {
                 ValueKind::Deletion => out.delete(entry.key),
                 ValueKind::Merge => out.merge(entry.key, entry.value),
                 ValueKind::ExpiringValue => {
-                    let (expiry, value) = crate::iter::split_expiring(entry.value).ok_or_else(|| {
-                        Error::InvalidArgument("expiring value shorter than its expiry".into())
-                    })?;
+                    let (expiry, value) =
+                        crate::iter::split_expiring(entry.value).ok_or_else(|| {
+                            Error::InvalidArgument("expiring value shorter than its expiry".into())
+                        })?;
                     out.put_with_expiry(entry.key, value, expiry)
                 }
             }
@@ -263,10 +267,7 @@ impl DbInner {
             }
             *wal = Some(new_log);
         }
-        let old_mem = std::mem::replace(
-            &mut state.mem,
-            Arc::new(MemTable::new(self.icmp.clone())),
-        );
+        let old_mem = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(self.icmp.clone())));
         let old_number = std::mem::replace(&mut state.mem_wal_number, number);
         state.imm.push_back((old_mem, old_number));
         self.install_view(state);

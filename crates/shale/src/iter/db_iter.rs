@@ -26,16 +26,6 @@ pub(crate) fn split_expiring(value: &[u8]) -> Option<(u64, &[u8])> {
     Some((expiry, value.get(EXPIRY_PREFIX_LEN..)?))
 }
 
-/// How the entries of one user key resolve, newest visible first.
-pub(crate) enum Resolved<'a> {
-    /// The key has no value (deleted, expired, or never written).
-    Absent,
-    /// The key's value, borrowed.
-    Borrowed(&'a [u8]),
-    /// The key's value, computed by a merge.
-    Owned(Vec<u8>),
-}
-
 /// Everything the read path needs to interpret entries: visibility, expiry and merges.
 #[derive(Clone)]
 pub(crate) struct ReadContext {

@@ -43,25 +43,6 @@ pub(crate) use db_iter::{split_expiring, ReadContext, EXPIRY_PREFIX_LEN};
 pub(crate) use level::LevelIterator;
 pub use merging::MergingIterator;
 
-/// Positions `iter` at the last entry `<= target` given that it supports `seek` and `prev`; the
-/// shared implementation of `seek_for_prev` for sources that have no faster way.
-pub(crate) fn seek_for_prev_via_seek<I: InternalIterator + ?Sized>(
-    iter: &mut I,
-    icmp: &crate::key::InternalKeyComparator,
-    target: &[u8],
-) {
-    iter.seek(target);
-    if !iter.valid() {
-        if iter.status().is_ok() {
-            iter.seek_to_last();
-        }
-        return;
-    }
-    while iter.valid() && icmp.compare(iter.key(), target) == std::cmp::Ordering::Greater {
-        iter.prev();
-    }
-}
-
 /// An iterator over nothing, or over nothing but an error.
 pub struct EmptyIterator {
     error: Option<crate::Error>,
