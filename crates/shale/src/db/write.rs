@@ -293,11 +293,9 @@ impl DbInner {
 
 /// Inserts every entry of `batch` into `mem`, numbering them from `first`.
 pub(crate) fn insert_into_memtable(mem: &MemTable, batch: &WriteBatch, first: u64) -> Result<()> {
-    let mut seq = first;
-    for entry in batch.iter() {
+    for (seq, entry) in (first..).zip(batch.iter()) {
         let entry = entry?;
         mem.add(seq, entry.kind, entry.key, entry.value);
-        seq += 1;
     }
     Ok(())
 }

@@ -504,6 +504,8 @@ mod tests {
     use crate::key::{BytewiseComparator, InternalKeyComparator};
     use crate::merge::StringAppendOperator;
 
+    type Write = (u64, ValueKind, Vec<u8>);
+
     /// A model: per key, the list of (seq, kind, value) writes.
     fn expected(
         writes: &[(Vec<u8>, u64, ValueKind, Vec<u8>)],
@@ -512,7 +514,7 @@ mod tests {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut per_key: BTreeMap<Vec<u8>, Vec<(u64, ValueKind, Vec<u8>)>> = BTreeMap::new();
+        let mut per_key: BTreeMap<Vec<u8>, Vec<Write>> = BTreeMap::new();
         for (k, s, kind, v) in writes {
             if *s <= seq {
                 per_key
@@ -538,7 +540,7 @@ mod tests {
                     }
                     ValueKind::Merge => {
                         let mut s = value.unwrap_or_default();
-                        if !s.is_empty() || false {
+                        if !s.is_empty() {
                             s.push(b',');
                         }
                         s.extend_from_slice(&v);

@@ -266,9 +266,7 @@ impl TableReader {
 
     /// False only if the table certainly holds no entry for `user_key`.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter
-            .as_ref()
-            .map_or(true, |f| f.may_contain(user_key))
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
 
     fn index_iter(&self) -> BlockIter {

@@ -296,8 +296,8 @@ impl Version {
             .unwrap_or(&[])
             .iter()
             .take_while(|f| {
-                !end.as_deref()
-                    .is_some_and(|e| ucmp.compare(f.smallest_user_key(), e) == Ordering::Greater)
+                end.as_deref()
+                    .is_none_or(|e| ucmp.compare(f.smallest_user_key(), e) != Ordering::Greater)
             })
             .cloned()
             .collect()
