@@ -6,12 +6,14 @@
 
 #![deny(missing_docs)]
 
+pub mod batch;
 pub mod codec;
 pub mod env;
 mod error;
 pub mod iter;
 pub mod key;
 pub mod limits;
+pub mod memtable;
 pub mod merge;
 mod options;
 mod snapshot;
