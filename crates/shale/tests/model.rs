@@ -335,3 +335,47 @@ fn model_history_on_the_real_filesystem() {
     };
     run_history(77, "posix-small", options, &tmp.path().join("db"), steps());
 }
+
+/// Enough data through tiny buffers that the tree grows four levels or more; every key is then
+/// checked point-wise and by scans in both directions, across a reopen.
+#[test]
+fn deep_tree_matches_the_model() {
+    let fs = MemFs::new();
+    let options = Options {
+        write_buffer_size: 8 * 1024,
+        block_size: 512,
+        max_file_size: 8 * 1024,
+        max_bytes_for_level_base: 16 * 1024,
+        max_bytes_for_level_multiplier: 4.0,
+        level0_file_num_compaction_trigger: 2,
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let dir = Path::new("/deep");
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut model = Model::new();
+    let db = Db::open(dir, options.clone()).expect("open");
+    for i in 0..30_000u32 {
+        let k = format!("deep{:08}", rng.gen_range(0..20_000u32)).into_bytes();
+        if i % 7 == 0 {
+            db.delete(&k).expect("delete");
+            model.remove(&k);
+        } else {
+            let v = format!("{i}-{}", "v".repeat((i % 90) as usize)).into_bytes();
+            db.put(&k, &v).expect("put");
+            model.insert(k, v);
+        }
+    }
+    let levels_used = db.stats().levels.iter().filter(|l| l.files > 0).count();
+    assert!(levels_used >= 3, "only {levels_used} levels in use: {}", db.property("shale.stats").unwrap_or_default());
+    drop(db);
+    let db = Db::open(dir, options).expect("reopen");
+    for (k, v) in &model {
+        assert_eq!(db.get(k).expect("get").as_ref(), Some(v));
+    }
+    let forward: Vec<_> = db.range::<&[u8], _>(..).map(|r| r.expect("scan")).collect();
+    assert_eq!(forward, scan_model(&model, None, None));
+    let mut backward: Vec<_> = db.range::<&[u8], _>(..).rev().map(|r| r.expect("scan")).collect();
+    backward.reverse();
+    assert_eq!(backward, forward);
+}
