@@ -174,3 +174,46 @@ fn over_limit_keys_and_values_are_invalid_arguments() {
     );
     db.put(b"ok", b"v").expect("database still usable");
 }
+
+#[test]
+fn read_only_open_sees_wal_and_tables_and_refuses_writes() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, small_options(&fs)).expect("open");
+    for i in 0..1500 {
+        let (k, v) = kv(i);
+        db.put(&k, &v).expect("put");
+    }
+    // Opened while the writer still holds the lock: read-only takes none.
+    let ro = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
+    check_all(&ro, 1500);
+    assert!(matches!(ro.put(b"x", b"y"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        ro.compact_range(None, None),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(ro.flush().is_err());
+    drop(ro);
+    drop(db);
+    // With no writer running, a read-only open changes nothing on disk.
+    let before: Vec<(String, Option<Vec<u8>>)> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .map(|n| (n.clone(), fs.contents(&dir.join(&n))))
+        .collect();
+    let ro = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
+    check_all(&ro, 1500);
+    drop(ro);
+    let after: Vec<(String, Option<Vec<u8>>)> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .map(|n| (n.clone(), fs.contents(&dir.join(&n))))
+        .collect();
+    assert!(
+        before == after,
+        "a read-only open must not create, change or delete files"
+    );
+}

@@ -169,6 +169,9 @@ impl DbInner {
 
     /// Compacts `[begin, end]` level by level, after flushing the memtable.
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::InvalidArgument("database is open read-only".into()));
+        }
         self.flush()?;
         let deepest = {
             let view = self.current_view();

@@ -101,7 +101,9 @@ pub(crate) struct DbInner {
     pub(crate) view: RwLock<Arc<ReadView>>,
     pub(crate) stats: stats::Counters,
     pub(crate) shutting_down: AtomicBool,
-    pub(crate) _lock: Box<dyn FileLock>,
+    /// Opened by [`Db::open_read_only`]: every write is refused.
+    pub(crate) read_only: bool,
+    pub(crate) _lock: Option<Box<dyn FileLock>>,
 }
 
 /// An open database. Share it between threads with `Arc<Db>`; every method takes `&self`.
@@ -132,6 +134,14 @@ impl Db {
     /// Opens (and by default creates) the database in directory `path`, replaying its WAL.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         open::open(path.as_ref(), options)
+    }
+
+    /// Opens the database in `path` for reading only: it takes no lock, writes nothing (the WAL
+    /// is replayed into memory) and runs no background work. Writes, flushes and compactions
+    /// return [`Error::InvalidArgument`]. Use it to inspect a database, even one another process
+    /// has open (this handle then sees the state as of its open).
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        open::open_read_only(path.as_ref(), options)
     }
 
     /// Deletes the database in `path`: its files and, if then empty, the directory.

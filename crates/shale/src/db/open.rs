@@ -92,6 +92,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         dir,
         options: &options,
         icmp: &icmp,
+        read_only: false,
     };
     for (i, &number) in wals.iter().enumerate() {
         versions.mark_file_number_used(number);
@@ -118,42 +119,20 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     versions.set_last_sequence(last_sequence);
     versions.log_and_apply(edit)?;
 
-    let mem = Arc::new(MemTable::new(icmp.clone()));
-    let view = ReadView {
-        mem: mem.clone(),
-        imm: Vec::new(),
-        version: versions.current(),
-    };
-    let inner = Arc::new(DbInner {
-        dir: dir.to_path_buf(),
-        icmp,
+    let inner = Arc::new(build_inner(Parts {
+        dir,
+        options,
+        icmp: icmp.clone(),
         table_cache,
         block_cache,
-        snapshots: Arc::new(SnapshotList::default()),
-        state: Mutex::new(DbState {
-            mem,
-            mem_wal_number: wal_number,
-            imm: VecDeque::new(),
-            versions,
-            bg_error: None,
-            pending_outputs: BTreeSet::new(),
-            writers: VecDeque::new(),
-            finished_writes: HashMap::new(),
-            next_writer_id: 0,
-            flush_running: false,
-            compaction_running: false,
-            manual_waiting: 0,
-        }),
-        background_done: Condvar::new(),
-        work_available: Condvar::new(),
-        wal: Mutex::new(Some(wal)),
-        last_sequence: AtomicU64::new(last_sequence),
-        view: RwLock::new(Arc::new(view)),
-        stats: Default::default(),
-        shutting_down: AtomicBool::new(false),
-        _lock: lock,
-        options,
-    });
+        versions,
+        mem: Arc::new(MemTable::new(icmp)),
+        wal: Some(wal),
+        wal_number,
+        last_sequence,
+        lock: Some(lock),
+        read_only: false,
+    }));
     {
         let mut state = inner.state.lock();
         inner.delete_obsolete_files(&mut state);
@@ -171,10 +150,138 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     Ok(Db { inner, threads })
 }
 
+/// Everything a [`DbInner`] is made of.
+struct Parts<'a> {
+    dir: &'a Path,
+    options: Options,
+    icmp: InternalKeyComparator,
+    table_cache: Arc<TableCache>,
+    block_cache: Option<Arc<BlockCache>>,
+    versions: VersionSet,
+    mem: Arc<MemTable>,
+    wal: Option<LogWriter>,
+    wal_number: u64,
+    last_sequence: u64,
+    lock: Option<Box<dyn crate::env::FileLock>>,
+    read_only: bool,
+}
+
+fn build_inner(p: Parts<'_>) -> DbInner {
+    let view = ReadView {
+        mem: p.mem.clone(),
+        imm: Vec::new(),
+        version: p.versions.current(),
+    };
+    DbInner {
+        dir: p.dir.to_path_buf(),
+        icmp: p.icmp,
+        table_cache: p.table_cache,
+        block_cache: p.block_cache,
+        snapshots: Arc::new(SnapshotList::default()),
+        state: Mutex::new(DbState {
+            mem: p.mem,
+            mem_wal_number: p.wal_number,
+            imm: VecDeque::new(),
+            versions: p.versions,
+            bg_error: None,
+            pending_outputs: BTreeSet::new(),
+            writers: VecDeque::new(),
+            finished_writes: HashMap::new(),
+            next_writer_id: 0,
+            flush_running: false,
+            compaction_running: false,
+            manual_waiting: 0,
+        }),
+        background_done: Condvar::new(),
+        work_available: Condvar::new(),
+        wal: Mutex::new(p.wal),
+        last_sequence: AtomicU64::new(p.last_sequence),
+        view: RwLock::new(Arc::new(view)),
+        stats: Default::default(),
+        shutting_down: AtomicBool::new(false),
+        read_only: p.read_only,
+        _lock: p.lock,
+        options: p.options,
+    }
+}
+
+/// Opens the database without writing anything: no lock, no new WAL or manifest, no
+/// background work. The WAL is replayed into memory. Another process may be writing the
+/// database meanwhile; this handle sees the state as of its open.
+pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
+    options.validate()?;
+    let fs = options.fs.clone();
+    if !fs.exists(&current_file_name(dir)) {
+        return Err(Error::Exists(format!(
+            "database {} does not exist",
+            dir.display()
+        )));
+    }
+    let icmp = InternalKeyComparator::new(options.comparator.clone());
+    let mut versions = VersionSet::new(dir.to_path_buf(), options.clone());
+    let recovered = versions.recover()?;
+    let block_cache = (options.block_cache_capacity > 0)
+        .then(|| Arc::new(BlockCache::new(options.block_cache_capacity)));
+    let table_cache = Arc::new(TableCache::new(
+        dir.to_path_buf(),
+        &options,
+        block_cache.clone(),
+    ));
+    let mut wals: Vec<u64> = fs
+        .list(dir)?
+        .iter()
+        .filter_map(|name| match parse_file_name(name) {
+            Some(FileType::Wal(n)) if n >= recovered.log_number => Some(n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let mut mem = Arc::new(MemTable::new(icmp.clone()));
+    let mut last_sequence = recovered.last_sequence;
+    let mut edit = VersionEdit::default();
+    let replay = Replay {
+        dir,
+        options: &options,
+        icmp: &icmp,
+        read_only: true,
+    };
+    for (i, &number) in wals.iter().enumerate() {
+        let is_last = i + 1 == wals.len();
+        replay.replay_wal(
+            number,
+            is_last,
+            &mut mem,
+            &mut last_sequence,
+            &mut versions,
+            &mut edit,
+        )?;
+    }
+    let inner = Arc::new(build_inner(Parts {
+        dir,
+        options,
+        icmp,
+        table_cache,
+        block_cache,
+        versions,
+        mem,
+        wal: None,
+        wal_number: 0,
+        last_sequence,
+        lock: None,
+        read_only: true,
+    }));
+    Ok(Db {
+        inner,
+        threads: Vec::new(),
+    })
+}
+
 struct Replay<'a> {
     dir: &'a Path,
     options: &'a Options,
     icmp: &'a InternalKeyComparator,
+    /// Keep everything in memory: nothing may be written.
+    read_only: bool,
 }
 
 impl Replay<'_> {
@@ -200,7 +307,7 @@ impl Replay<'_> {
             let last = first + u64::from(batch.count()).saturating_sub(1);
             *last_sequence = (*last_sequence).max(last);
             records += 1;
-            if mem.approximate_memory_usage() >= self.options.write_buffer_size {
+            if !self.read_only && mem.approximate_memory_usage() >= self.options.write_buffer_size {
                 self.flush_recovered(mem, versions, edit)?;
                 *mem = Arc::new(MemTable::new(self.icmp.clone()));
             }

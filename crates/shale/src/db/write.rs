@@ -28,6 +28,9 @@ impl DbInner {
     /// Queues `batch` (or, with `None`, a request to freeze the memtable) and returns once it is
     /// applied (and synced, if asked).
     pub(crate) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::InvalidArgument("database is open read-only".into()));
+        }
         let batch = match batch {
             Some(b) => {
                 b.validate()?;
