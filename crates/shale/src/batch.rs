@@ -501,6 +501,51 @@ mod tests {
         assert_eq!(b.data_size(), expect.len());
     }
 
+    /// The example file in `docs/format/wal.md`, section 4: a WAL numbered 7 holding one batch.
+    #[test]
+    fn golden_wal_file_of_one_batch() {
+        use crate::env::{Fs, MemFs};
+        use crate::wal::{LogKind, LogReader, LogWriter};
+
+        let fs = MemFs::new();
+        let path = wal_path();
+        let mut batch = WriteBatch::new();
+        batch.set_sequence(1);
+        batch.put("k", "v");
+        let mut w = LogWriter::new(
+            fs.create(&path).expect("create"),
+            path.clone(),
+            LogKind::Wal,
+            7,
+        )
+        .expect("writer");
+        w.add_record(batch.data()).expect("add");
+        w.close().expect("close");
+        #[rustfmt::skip]
+        let expect: &[u8] = &[
+            0x6a, 0x1d, 0x3a, 0x82, 0x15, 0x00, 0x01,   // masked crc, length 21, FULL
+            b's', b'h', b'a', b'l', b'e', b'L', b'O', b'G', 1, 0, 0, 0, // magic, version 1
+            1, 7, 0, 0, 0, 0, 0, 0, 0,                  // kind WAL, file number 7
+            0xe7, 0x5a, 0x4d, 0x00, 0x11, 0x00, 0x01,   // masked crc, length 17, FULL
+            1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,         // sequence 1, count 1
+            1, 1, b'k', 1, b'v',                        // Value "k" -> "v"
+        ];
+        assert_eq!(fs.contents(&path).expect("contents"), expect);
+
+        let mut r = LogReader::new(
+            fs.open_sequential(&path).expect("open"),
+            path.clone(),
+            LogKind::Wal,
+            Some(7),
+        );
+        let record = r.read_record().expect("read").expect("one record");
+        assert_eq!(r.last_record_offset(), 28);
+        let decoded = WriteBatch::from_data(record, &path, r.last_record_offset()).expect("decode");
+        assert_eq!(decoded.data(), batch.data());
+        assert!(r.read_record().expect("read").is_none());
+        assert!(r.torn_tail().is_none());
+    }
+
     #[test]
     fn long_lengths_use_multi_byte_varints() {
         let mut b = WriteBatch::new();

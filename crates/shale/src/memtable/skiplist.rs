@@ -495,6 +495,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "statistics only; nothing unsafe to check")]
     fn heights_follow_a_quarter_branching_factor() {
         let mut writer = Writer {
             arena: Arena::new(),

@@ -16,6 +16,16 @@ use crate::key::{
     LookupKey,
 };
 
+/// `n` in a normal run, a tenth of it under Miri (which checks the unsafe code for undefined
+/// behaviour and data races, about a thousand times slower).
+fn scaled(n: u64) -> u64 {
+    if cfg!(miri) {
+        n / 10
+    } else {
+        n
+    }
+}
+
 fn bytewise() -> InternalKeyComparator {
     InternalKeyComparator::new(Arc::new(BytewiseComparator))
 }
@@ -112,7 +122,7 @@ fn empty_memtable() {
 #[test]
 fn iteration_matches_oracle_in_both_directions() {
     for seed in [1, 2, 3] {
-        let Filled { mem, oracle } = fill(seed, 2000);
+        let Filled { mem, oracle } = fill(seed, scaled(2000));
         assert_eq!(mem.len(), oracle.len());
         assert!(!mem.is_empty());
 
@@ -140,11 +150,11 @@ fn iteration_matches_oracle_in_both_directions() {
 
 #[test]
 fn seek_and_seek_for_prev_match_oracle() {
-    let entries = 3000;
+    let entries = scaled(3000);
     let Filled { mem, oracle } = fill(7, entries);
     let mut rng = StdRng::seed_from_u64(8);
     let mut it = mem.iter();
-    for round in 0..600 {
+    for round in 0..scaled(600) {
         // Half the targets are keys that exist, to hit the equality cases exactly.
         let target = if round % 2 == 0 {
             random_target(&mut rng, entries)
@@ -211,10 +221,10 @@ fn seek_and_seek_for_prev_match_oracle() {
 
 #[test]
 fn get_sees_versions_visible_at_the_lookup_sequence() {
-    let entries = 2000;
+    let entries = scaled(2000);
     let Filled { mem, oracle } = fill(11, entries);
     let mut rng = StdRng::seed_from_u64(12);
-    for _ in 0..400 {
+    for _ in 0..scaled(400) {
         let uk = random_user_key(&mut rng);
         let snapshot = rng.gen_range(0..=entries + 1);
         let lookup = LookupKey::new(&uk, snapshot);
@@ -305,7 +315,13 @@ fn entries_larger_than_an_arena_chunk() {
     let mut payload_bytes = 0;
     for (i, &size) in sizes.iter().enumerate() {
         let key = format!("big{i}").into_bytes();
-        let value: Vec<u8> = (0..size).map(|_| rng.gen()).collect();
+        // A fill byte per entry plus a few random bytes anywhere: cheap to build (also under
+        // Miri), and a mix-up of entries or offsets would show.
+        let mut value = vec![i as u8; size];
+        for _ in 0..16 {
+            let at = rng.gen_range(0..size);
+            value[at] = rng.gen();
+        }
         let before = mem.approximate_memory_usage();
         mem.add(i as u64 + 1, ValueKind::Value, &key, &value);
         assert!(mem.approximate_memory_usage() >= before + size);
@@ -428,10 +444,10 @@ fn check_concurrent_entry(ikey: &[u8], value: &[u8]) -> u64 {
 
 #[test]
 fn readers_see_sorted_complete_entries_while_one_writer_inserts() {
-    const ENTRIES: u64 = 30_000;
     const READERS: usize = 3;
-    /// Inserts between the writer's pauses for the readers.
-    const CHECKPOINT: u64 = 500;
+    let entries: u64 = if cfg!(miri) { 300 } else { 30_000 };
+    // Inserts between the writer's pauses for the readers.
+    let checkpoint_every: u64 = if cfg!(miri) { 100 } else { 500 };
     let mem = Arc::new(MemTable::new(bytewise()));
     let icmp = bytewise();
     // Sequence numbers `1..=inserted` are all in the memtable.
@@ -442,7 +458,7 @@ fn readers_see_sorted_complete_entries_while_one_writer_inserts() {
 
     std::thread::scope(|s| {
         s.spawn(|| {
-            for seq in 1..=ENTRIES {
+            for seq in 1..=entries {
                 mem.add(
                     seq,
                     ValueKind::Value,
@@ -450,10 +466,10 @@ fn readers_see_sorted_complete_entries_while_one_writer_inserts() {
                     &concurrent_value(seq),
                 );
                 inserted.store(seq as usize, std::sync::atomic::Ordering::Release);
-                if seq % CHECKPOINT == 0 {
+                if seq % checkpoint_every == 0 {
                     // Let every reader finish a round that started after the previous
                     // checkpoint, so reads and inserts interleave however fast the writer is.
-                    let checkpoint = seq / CHECKPOINT;
+                    let checkpoint = seq / checkpoint_every;
                     while rounds_done
                         .iter()
                         .any(|r| r.load(std::sync::atomic::Ordering::Acquire) < checkpoint)
@@ -567,5 +583,5 @@ fn readers_see_sorted_complete_entries_while_one_writer_inserts() {
             });
         }
     });
-    assert_eq!(mem.len(), ENTRIES as usize);
+    assert_eq!(mem.len(), entries as usize);
 }
