@@ -217,7 +217,6 @@ impl Settings {
             if engines.contains(&kind) {
                 return Err(Error::Usage(format!("engine '{kind}' is listed twice")));
             }
-            kind.check_available()?;
             engines.push(kind);
         }
         if engines.is_empty() {
@@ -231,6 +230,10 @@ impl Settings {
             ));
         }
         let keys = KeyFormat::new(flags.key_size as usize, flags.num)?;
+        // Last, so that mistakes in the flags are reported before a missing feature.
+        for kind in &engines {
+            kind.check_available()?;
+        }
         let reads = flags.reads.unwrap_or(flags.num);
         let series = flags
             .series

@@ -16,7 +16,7 @@
 //! its own files inside.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
@@ -379,9 +379,13 @@ pub fn open(kind: EngineKind, config: &EngineConfig) -> Result<Box<dyn Engine>> 
         #[cfg(feature = "baselines")]
         EngineKind::Sqlite => Ok(Box::new(sqlite::Sqlite::open(config)?)),
         #[allow(unreachable_patterns)]
-        _ => Err(Error::Usage(format!(
-            "engine '{kind}' is not in this build"
-        ))),
+        _ => {
+            // Only reached in builds without the engine, where the config goes unused.
+            let _ = config;
+            Err(Error::Usage(format!(
+                "engine '{kind}' is not in this build"
+            )))
+        }
     }
 }
 
@@ -410,7 +414,7 @@ pub(crate) fn library_of(symbol: *const libc::c_void) -> Option<PathBuf> {
 
 /// The version in a shared library's file name (`librocksdb.so.7.8.3` gives `7.8.3`).
 #[cfg(any(feature = "baselines", test))]
-pub(crate) fn version_from_library_name(path: &Path) -> Option<String> {
+pub(crate) fn version_from_library_name(path: &std::path::Path) -> Option<String> {
     let name = path.file_name()?.to_str()?;
     let (_, version) = name.split_once(".so.")?;
     Some(version.to_string())
@@ -419,7 +423,7 @@ pub(crate) fn version_from_library_name(path: &Path) -> Option<String> {
 /// Debian builds LevelDB and RocksDB without `-DNDEBUG` (see BASELINES.md); a library under
 /// the system directory is taken to be that build.
 #[cfg(feature = "baselines")]
-pub(crate) fn debian_assertions_warning(library: Option<&Path>) -> Option<String> {
+pub(crate) fn debian_assertions_warning(library: Option<&std::path::Path>) -> Option<String> {
     let path = library?;
     path.starts_with("/usr/lib").then(|| {
         format!(
@@ -431,6 +435,7 @@ pub(crate) fn debian_assertions_warning(library: Option<&Path>) -> Option<String
 }
 
 /// Settings lines shared by the adapters: `name=value`.
+#[cfg(any(feature = "baselines", feature = "shale-engine"))]
 pub(crate) fn setting(name: &str, value: impl fmt::Display) -> String {
     format!("{name}={value}")
 }
@@ -438,6 +443,7 @@ pub(crate) fn setting(name: &str, value: impl fmt::Display) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn batch_round_trips_entries_in_order() {
