@@ -6,19 +6,31 @@
 
 #![deny(missing_docs)]
 
+pub mod batch;
+pub mod cache;
 pub mod codec;
+pub mod compaction;
+mod db;
 pub mod env;
 mod error;
+pub mod filename;
 pub mod iter;
 pub mod key;
 pub mod limits;
+pub mod memtable;
 pub mod merge;
 mod options;
 mod snapshot;
+pub mod sstable;
+mod table_cache;
 pub mod ttl;
+pub mod version;
 pub mod wal;
 
+pub use batch::WriteBatch;
+pub use db::{Db, DbStats, LevelStats, Range, RepairReport};
 pub use error::{Error, Result};
+pub use iter::DbIterator;
 pub use key::{BytewiseComparator, Comparator};
 pub use merge::{MaxOperator, MergeOperator, StringAppendOperator, UInt64AddOperator};
 pub use options::{Compression, Options, ReadOptions, WriteOptions};

@@ -166,8 +166,8 @@ impl Options {
     /// Checks that the options make sense together.
     pub fn validate(&self) -> crate::Result<()> {
         let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
-        if self.write_buffer_size < 64 * 1024 {
-            return bad("write_buffer_size must be at least 64 KiB");
+        if self.write_buffer_size < 4 * 1024 {
+            return bad("write_buffer_size must be at least 4 KiB");
         }
         if self.max_write_buffer_number < 2 {
             return bad("max_write_buffer_number must be at least 2");
@@ -178,8 +178,8 @@ impl Options {
         if self.block_restart_interval == 0 {
             return bad("block_restart_interval must be at least 1");
         }
-        if self.max_file_size < 64 * 1024 {
-            return bad("max_file_size must be at least 64 KiB");
+        if self.max_file_size < 4 * 1024 {
+            return bad("max_file_size must be at least 4 KiB");
         }
         if self.level0_file_num_compaction_trigger == 0
             || self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger

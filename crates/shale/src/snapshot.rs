@@ -27,11 +27,6 @@ impl SnapshotList {
         }
     }
 
-    /// Every pinned sequence number, ascending, without duplicates.
-    pub(crate) fn sequences(&self) -> Vec<SequenceNumber> {
-        self.live.lock().keys().copied().collect()
-    }
-
     /// The oldest pinned sequence number, if any.
     pub(crate) fn oldest(&self) -> Option<SequenceNumber> {
         self.live.lock().keys().next().copied()
@@ -89,7 +84,6 @@ mod tests {
         let a = list.acquire(5);
         let b = list.acquire(5);
         let c = list.acquire(9);
-        assert_eq!(list.sequences(), vec![5, 9]);
         drop(a);
         assert_eq!(list.oldest(), Some(5));
         let b2 = b.clone();

@@ -31,3 +31,60 @@ pub trait InternalIterator: Send {
     /// The first error met, if any.
     fn status(&self) -> Result<()>;
 }
+
+mod db_iter;
+mod level;
+mod merging;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use db_iter::DbIterator;
+pub(crate) use db_iter::{split_expiring, ReadContext, EXPIRY_PREFIX_LEN};
+pub(crate) use level::LevelIterator;
+pub use merging::MergingIterator;
+
+/// An iterator over nothing, or over nothing but an error.
+pub struct EmptyIterator {
+    error: Option<crate::Error>,
+}
+
+impl EmptyIterator {
+    /// An iterator with no entries.
+    pub fn new() -> Self {
+        EmptyIterator { error: None }
+    }
+    /// An iterator with no entries whose status is `error`.
+    pub fn with_error(error: crate::Error) -> Self {
+        EmptyIterator { error: Some(error) }
+    }
+}
+
+impl Default for EmptyIterator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InternalIterator for EmptyIterator {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _target: &[u8]) {}
+    fn seek_for_prev(&mut self, _target: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,767 @@
+//! Write batches: a group of puts, deletes and merges applied atomically, in order, under
+//! consecutive sequence numbers. The encoded batch is also the payload of one WAL record.
+//!
+//! ```text
+//! batch  := sequence: fixed64 | count: fixed32 | record * count
+//! record := kind: u8 | key_len: varint64 | key | value_len: varint64 | value
+//!           (a Deletion record, kind 0, has no value_len and no value)
+//! kind   := 0 Deletion | 1 Value | 2 Merge | 3 ExpiringValue   (the ValueKind numbers)
+//! ```
+//! Integers are little-endian; varints are LEB128. The records take sequence numbers
+//! `sequence, sequence + 1, ...` in order, so a later record for a key shadows an earlier one.
+//! An ExpiringValue's value is a fixed64 LE expiry (microseconds since the Unix epoch) followed by
+//! the user's value, exactly as it is stored in the memtable and in tables.
+//! Format doc: `docs/format/wal.md` ("Write batch").
+//!
+//! Invariants: the buffer always holds the 12-byte header and exactly `count` well-formed records
+//! (batches are built only by the methods here or checked by [`WriteBatch::from_data`]).
+//! Building a batch never fails or panics; limits are checked by [`WriteBatch::validate`], which
+//! the write path calls before logging.
+//!
+//! Thread-safety: a plain value; share it by reference or clone it.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::codec::{decode_fixed32, decode_fixed64, put_length_prefixed, put_varint64, Decoder};
+use crate::error::{Error, Result};
+use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
+use crate::limits::{MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::memtable::MemTable;
+
+/// Bytes of the batch header: sequence (fixed64) and count (fixed32).
+pub const BATCH_HEADER_LEN: usize = 12;
+
+/// Length of the expiry prefix of an ExpiringValue's stored value.
+const EXPIRY_LEN: usize = 8;
+
+/// Longest key prefix quoted in an error message.
+const KEY_QUOTE_BYTES: usize = 32;
+
+/// Stands in for a file name when a batch built in memory is found malformed, which only a bug
+/// can cause.
+const IN_MEMORY_BATCH: &str = "<write batch in memory>";
+
+/// A group of writes applied atomically. See the module header for the encoding.
+#[derive(Clone)]
+pub struct WriteBatch {
+    rep: Vec<u8>,
+}
+
+/// One record of a [`WriteBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchEntry<'a> {
+    /// What the record does.
+    pub kind: ValueKind,
+    /// The user key.
+    pub key: &'a [u8],
+    /// The value as stored: empty for a Deletion; for an ExpiringValue, the fixed64 LE expiry
+    /// followed by the user's value.
+    pub value: &'a [u8],
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        WriteBatch::new()
+    }
+}
+
+impl fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("sequence", &self.sequence())
+            .field("count", &self.count())
+            .field("data_size", &self.data_size())
+            .finish()
+    }
+}
+
+impl WriteBatch {
+    /// An empty batch with sequence number 0.
+    pub fn new() -> WriteBatch {
+        WriteBatch {
+            rep: vec![0; BATCH_HEADER_LEN],
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.push_record(ValueKind::Value, key.as_ref(), &[value.as_ref()]);
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        self.push_record(ValueKind::Deletion, key.as_ref(), &[]);
+    }
+
+    /// Adds a merge operand for `key`, combined with older entries by the merge operator.
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
+        self.push_record(ValueKind::Merge, key.as_ref(), &[operand.as_ref()]);
+    }
+
+    /// Sets `key` to a value that expires at `expiry_micros` (microseconds since the Unix epoch):
+    /// stored as [`ValueKind::ExpiringValue`] whose value bytes are the fixed64 LE expiry followed
+    /// by `value`.
+    pub fn put_with_expiry(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        expiry_micros: u64,
+    ) {
+        self.push_record(
+            ValueKind::ExpiringValue,
+            key.as_ref(),
+            &[&expiry_micros.to_le_bytes(), value.as_ref()],
+        );
+    }
+
+    /// Number of records.
+    pub fn count(&self) -> u32 {
+        self.rep.get(8..).and_then(decode_fixed32).unwrap_or(0)
+    }
+
+    /// True when the batch holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// Removes every record and resets the sequence number to 0.
+    pub fn clear(&mut self) {
+        self.rep.clear();
+        self.rep.resize(BATCH_HEADER_LEN, 0);
+    }
+
+    /// Encoded size in bytes, header included.
+    pub fn data_size(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// Appends the records of `other` after this batch's records (group commit joins the
+    /// batches of several writers this way). This batch's sequence number is kept.
+    pub fn append(&mut self, other: &WriteBatch) {
+        self.rep
+            .extend_from_slice(other.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[]));
+        self.set_count(self.count().saturating_add(other.count()));
+    }
+
+    /// The records, in order.
+    pub fn iter(&self) -> WriteBatchIter<'_> {
+        WriteBatchIter {
+            records: Decoder::new(self.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[])),
+            remaining: self.count(),
+            failed: false,
+        }
+    }
+
+    /// Checks the batch against the engine's limits: every key at most
+    /// [`MAX_KEY_BYTES`], every value at most [`MAX_VALUE_BYTES`] (for an expiring value, not
+    /// counting its expiry), and the whole encoding at most [`MAX_BATCH_BYTES`].
+    /// The error is [`Error::InvalidArgument`] naming the offending key.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_with(MAX_KEY_BYTES, MAX_VALUE_BYTES, MAX_BATCH_BYTES)
+    }
+
+    fn validate_with(&self, max_key: usize, max_value: usize, max_batch: usize) -> Result<()> {
+        for entry in self.iter() {
+            let entry = entry?;
+            if entry.key.len() > max_key {
+                return Err(Error::InvalidArgument(format!(
+                    "key {} is {} bytes, over the limit of {max_key}",
+                    quote_key(entry.key),
+                    entry.key.len()
+                )));
+            }
+            let value_len = match entry.kind {
+                ValueKind::ExpiringValue => entry.value.len().saturating_sub(EXPIRY_LEN),
+                _ => entry.value.len(),
+            };
+            if value_len > max_value {
+                return Err(Error::InvalidArgument(format!(
+                    "value for key {} is {value_len} bytes, over the limit of {max_value}",
+                    quote_key(entry.key)
+                )));
+            }
+        }
+        if self.data_size() > max_batch {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of {} records is {} bytes, over the limit of {max_batch}",
+                self.count(),
+                self.data_size()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The sequence number of the first record.
+    pub fn sequence(&self) -> SequenceNumber {
+        decode_fixed64(&self.rep).unwrap_or(0)
+    }
+
+    /// Sets the sequence number of the first record; the others follow consecutively.
+    pub fn set_sequence(&mut self, seq: SequenceNumber) {
+        if let Some(dst) = self.rep.get_mut(..8) {
+            dst.copy_from_slice(&seq.to_le_bytes());
+        }
+    }
+
+    /// The encoding: what the WAL record holds.
+    pub fn data(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// Decodes a batch read from a WAL record; checks the header and that `count` records parse
+    /// exactly to the end. Errors are [`Error::Corruption`] with `path` and `offset` (the caller
+    /// passes the WAL path and record offset); the message gives the byte position inside the
+    /// batch.
+    pub fn from_data(data: Vec<u8>, path: &Path, offset: u64) -> Result<WriteBatch> {
+        let corrupt = |message: String| Error::corruption(path, offset, message);
+        if data.len() < BATCH_HEADER_LEN {
+            return Err(corrupt(format!(
+                "write batch of {} bytes is shorter than its {BATCH_HEADER_LEN}-byte header",
+                data.len()
+            )));
+        }
+        let batch = WriteBatch { rep: data };
+        let count = batch.count();
+        let sequence = batch.sequence();
+        if count > 0 && sequence.checked_add(u64::from(count) - 1) > Some(MAX_SEQUENCE) {
+            return Err(corrupt(format!(
+                "write batch sequence {sequence} with {count} records passes the largest \
+                 sequence number {MAX_SEQUENCE}"
+            )));
+        }
+        let mut records = batch.iter();
+        for (parsed, entry) in records.by_ref().enumerate() {
+            if let Err(e) = entry {
+                let detail = match e {
+                    Error::Corruption { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(corrupt(format!(
+                    "write batch record {parsed} of {count}: {detail}"
+                )));
+            }
+        }
+        let trailing = records.records.remaining().len();
+        if trailing > 0 {
+            return Err(corrupt(format!(
+                "write batch has {trailing} bytes after its {count} records"
+            )));
+        }
+        Ok(batch)
+    }
+
+    /// Adds every record to `mem` under consecutive sequence numbers from [`Self::sequence`].
+    ///
+    /// REQUIRES: the caller holds the memtable's writer role (see [`MemTable::add`]).
+    // For the DB's write path and WAL recovery, which are written separately.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn insert_into(&self, mem: &MemTable) -> Result<()> {
+        let first = self.sequence();
+        let count = u64::from(self.count());
+        if count > 0 && first.checked_add(count - 1) > Some(MAX_SEQUENCE) {
+            return Err(Error::InvalidArgument(format!(
+                "write batch sequence {first} with {count} records passes the largest sequence \
+                 number {MAX_SEQUENCE}"
+            )));
+        }
+        for (seq, entry) in (first..).zip(self.iter()) {
+            let entry = entry?;
+            mem.add(seq, entry.kind, entry.key, entry.value);
+        }
+        Ok(())
+    }
+
+    /// Appends one record. The value is given in parts so an expiring value needs no temporary
+    /// buffer; Deletion records take no value.
+    fn push_record(&mut self, kind: ValueKind, key: &[u8], value_parts: &[&[u8]]) {
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        // kind | key_len | key | value_len | value, with varints at their widest.
+        self.rep.reserve(1 + 10 + key.len() + 10 + value_len);
+        self.rep.push(kind as u8);
+        put_length_prefixed(&mut self.rep, key);
+        if kind == ValueKind::Deletion {
+            debug_assert!(value_parts.is_empty());
+        } else {
+            put_varint64(&mut self.rep, value_len as u64);
+            for part in value_parts {
+                self.rep.extend_from_slice(part);
+            }
+        }
+        // Saturating, not wrapping: a batch with 2^32 records is billions of bytes, far over
+        // MAX_BATCH_BYTES, and `validate` refuses it.
+        self.set_count(self.count().saturating_add(1));
+    }
+
+    fn set_count(&mut self, count: u32) {
+        if let Some(dst) = self.rep.get_mut(8..BATCH_HEADER_LEN) {
+            dst.copy_from_slice(&count.to_le_bytes());
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a WriteBatch {
+    type Item = Result<BatchEntry<'a>>;
+    type IntoIter = WriteBatchIter<'a>;
+
+    fn into_iter(self) -> WriteBatchIter<'a> {
+        self.iter()
+    }
+}
+
+/// Iterates the records of a [`WriteBatch`] in order. A malformed record (impossible for a
+/// batch built by [`WriteBatch`] or accepted by [`WriteBatch::from_data`]) yields one error and
+/// ends the iteration.
+#[derive(Debug, Clone)]
+pub struct WriteBatchIter<'a> {
+    /// The records after the header.
+    records: Decoder<'a>,
+    remaining: u32,
+    failed: bool,
+}
+
+impl<'a> Iterator for WriteBatchIter<'a> {
+    type Item = Result<BatchEntry<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let start = BATCH_HEADER_LEN + self.records.position();
+        match decode_record(&mut self.records) {
+            Ok(entry) => Some(Ok(entry)),
+            Err(message) => {
+                self.failed = true;
+                Some(Err(Error::corruption(
+                    IN_MEMORY_BATCH,
+                    start as u64,
+                    format!("{message} (record at batch byte {start})"),
+                )))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.failed {
+            (0, Some(0))
+        } else {
+            (0, Some(self.remaining as usize))
+        }
+    }
+}
+
+/// Decodes one record; the error says what was wrong.
+fn decode_record<'a>(d: &mut Decoder<'a>) -> std::result::Result<BatchEntry<'a>, String> {
+    let kind_byte = d.u8().ok_or("record cut off before its kind byte")?;
+    let kind = ValueKind::from_u8(kind_byte).ok_or_else(|| format!("unknown kind {kind_byte}"))?;
+    let key = d
+        .length_prefixed()
+        .ok_or("key length or key bytes cut off")?;
+    let value: &[u8] = match kind {
+        ValueKind::Deletion => &[],
+        _ => d
+            .length_prefixed()
+            .ok_or("value length or value bytes cut off")?,
+    };
+    if kind == ValueKind::ExpiringValue && value.len() < EXPIRY_LEN {
+        return Err(format!(
+            "expiring value of {} bytes cannot hold its {EXPIRY_LEN}-byte expiry",
+            value.len()
+        ));
+    }
+    Ok(BatchEntry { kind, key, value })
+}
+
+/// A key for an error message: lossy UTF-8, cut to its first bytes.
+fn quote_key(key: &[u8]) -> String {
+    match key.get(..KEY_QUOTE_BYTES) {
+        Some(prefix) if key.len() > KEY_QUOTE_BYTES => {
+            format!("{:?}...", String::from_utf8_lossy(prefix))
+        }
+        _ => format!("{:?}", String::from_utf8_lossy(key)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::iter::InternalIterator;
+    use crate::key::{make_internal_key, BytewiseComparator, InternalKeyComparator};
+
+    fn entries(batch: &WriteBatch) -> Vec<(ValueKind, Vec<u8>, Vec<u8>)> {
+        batch
+            .iter()
+            .map(|e| {
+                let e = e.expect("well-formed batch");
+                (e.kind, e.key.to_vec(), e.value.to_vec())
+            })
+            .collect()
+    }
+
+    fn wal_path() -> PathBuf {
+        PathBuf::from("/db/000007.log")
+    }
+
+    fn decode(data: &[u8]) -> Result<WriteBatch> {
+        WriteBatch::from_data(data.to_vec(), &wal_path(), 4242)
+    }
+
+    fn expect_corruption(data: &[u8], what: &str) -> String {
+        match decode(data) {
+            Err(Error::Corruption {
+                path,
+                offset,
+                message,
+            }) => {
+                assert_eq!(path, wal_path(), "{what}");
+                assert_eq!(offset, 4242, "{what}");
+                message
+            }
+            Err(other) => panic!("{what}: expected corruption, got {other}"),
+            Ok(b) => panic!("{what}: expected corruption, decoded {b:?}"),
+        }
+    }
+
+    fn sample() -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.put("alpha", "one");
+        b.delete(b"beta");
+        b.merge(vec![b'g'; 3], [1u8, 2, 3]);
+        b.put_with_expiry("delta", "soon", 1_700_000_000_000_000);
+        b.put("", "");
+        b.merge("empty operand", "");
+        b.set_sequence(77);
+        b
+    }
+
+    #[test]
+    fn new_batch_is_an_empty_header() {
+        let b = WriteBatch::new();
+        assert_eq!(b.data(), &[0u8; BATCH_HEADER_LEN]);
+        assert_eq!(b.count(), 0);
+        assert!(b.is_empty());
+        assert_eq!(b.sequence(), 0);
+        assert_eq!(b.data_size(), BATCH_HEADER_LEN);
+        assert_eq!(b.iter().count(), 0);
+        assert_eq!(WriteBatch::default().data(), b.data());
+        b.validate().expect("an empty batch is valid");
+    }
+
+    #[test]
+    fn every_kind_round_trips_through_data() {
+        let b = sample();
+        let mut expiring = 1_700_000_000_000_000u64.to_le_bytes().to_vec();
+        expiring.extend_from_slice(b"soon");
+        let expect = vec![
+            (ValueKind::Value, b"alpha".to_vec(), b"one".to_vec()),
+            (ValueKind::Deletion, b"beta".to_vec(), Vec::new()),
+            (ValueKind::Merge, b"ggg".to_vec(), vec![1, 2, 3]),
+            (ValueKind::ExpiringValue, b"delta".to_vec(), expiring),
+            (ValueKind::Value, Vec::new(), Vec::new()),
+            (ValueKind::Merge, b"empty operand".to_vec(), Vec::new()),
+        ];
+        assert_eq!(entries(&b), expect);
+        assert_eq!(b.count(), 6);
+        assert_eq!(b.sequence(), 77);
+
+        let decoded = decode(b.data()).expect("decode");
+        assert_eq!(decoded.data(), b.data());
+        assert_eq!(entries(&decoded), expect);
+        assert_eq!(decoded.sequence(), 77);
+        assert_eq!(decoded.count(), 6);
+        assert_eq!((&decoded).into_iter().size_hint(), (0, Some(6)));
+    }
+
+    #[test]
+    fn golden_bytes() {
+        let mut b = WriteBatch::new();
+        b.set_sequence(0x0102);
+        b.put("a", "bc");
+        b.delete("d");
+        b.merge("e", "f");
+        b.put_with_expiry("g", "h", 0x0807_0605_0403_0201);
+        #[rustfmt::skip]
+        let expect: &[u8] = &[
+            0x02, 0x01, 0, 0, 0, 0, 0, 0,           // sequence 0x0102, fixed64 LE
+            4, 0, 0, 0,                             // count 4, fixed32 LE
+            1, 1, b'a', 2, b'b', b'c',              // Value "a" -> "bc"
+            0, 1, b'd',                             // Deletion "d"
+            2, 1, b'e', 1, b'f',                    // Merge "e" <- "f"
+            3, 1, b'g', 9,                          // ExpiringValue "g", 9 value bytes:
+            1, 2, 3, 4, 5, 6, 7, 8, b'h',           //   expiry fixed64 LE, then "h"
+        ];
+        assert_eq!(b.data(), expect);
+        assert_eq!(b.data_size(), expect.len());
+    }
+
+    #[test]
+    fn long_lengths_use_multi_byte_varints() {
+        let mut b = WriteBatch::new();
+        b.put(vec![b'k'; 200], vec![b'v'; 70_000]);
+        // kind, varint 200 = [0xc8, 0x01], key, varint 70000 = [0xf0, 0xa2, 0x04], value.
+        assert_eq!(
+            b.data()[BATCH_HEADER_LEN..BATCH_HEADER_LEN + 3],
+            [1, 0xc8, 0x01]
+        );
+        let value_len_at = BATCH_HEADER_LEN + 3 + 200;
+        assert_eq!(b.data()[value_len_at..value_len_at + 3], [0xf0, 0xa2, 0x04]);
+        assert_eq!(entries(&decode(b.data()).expect("decode")), entries(&b));
+    }
+
+    #[test]
+    fn append_concatenates_records_and_keeps_the_sequence() {
+        let mut a = WriteBatch::new();
+        a.set_sequence(10);
+        a.put("k1", "v1");
+        let mut b = sample();
+        b.set_sequence(999);
+        let mut joined = a.clone();
+        joined.append(&b);
+        assert_eq!(joined.sequence(), 10);
+        assert_eq!(joined.count(), 1 + b.count());
+        let mut expect = entries(&a);
+        expect.extend(entries(&b));
+        assert_eq!(entries(&joined), expect);
+        assert_eq!(
+            joined.data_size(),
+            a.data_size() + b.data_size() - BATCH_HEADER_LEN
+        );
+        joined.append(&WriteBatch::new());
+        assert_eq!(entries(&joined), expect);
+        decode(joined.data()).expect("an appended batch decodes");
+    }
+
+    #[test]
+    fn clear_resets_records_and_sequence() {
+        let mut b = sample();
+        b.clear();
+        assert_eq!(b.data(), WriteBatch::new().data());
+        assert!(b.is_empty());
+        b.put("x", "y");
+        assert_eq!(b.count(), 1);
+    }
+
+    #[test]
+    fn validate_enforces_the_limits() {
+        let mut ok = WriteBatch::new();
+        ok.put(vec![b'k'; MAX_KEY_BYTES], "v");
+        ok.delete(vec![b'k'; MAX_KEY_BYTES]);
+        ok.validate().expect("keys at the limit are fine");
+
+        let mut long_key = WriteBatch::new();
+        long_key.put("fine", "v");
+        let mut key = b"too-long-key-".to_vec();
+        key.resize(MAX_KEY_BYTES + 1, b'z');
+        long_key.merge(&key, "v");
+        match long_key.validate() {
+            Err(Error::InvalidArgument(m)) => {
+                assert!(m.contains("too-long-key-zzz"), "{m}");
+                assert!(m.contains(&(MAX_KEY_BYTES + 1).to_string()), "{m}");
+                assert!(m.len() < 200, "the key is quoted truncated: {m}");
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+
+        // The value and batch limits are too big to build in a test; the same check runs with
+        // small limits.
+        let mut b = WriteBatch::new();
+        b.put("small", "12345");
+        b.put_with_expiry("expiring", "12345", 9);
+        b.validate_with(16, 5, 1000).expect("values at the limit");
+        b.put("big-value", "123456");
+        match b.validate_with(16, 5, 1000) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("big-value"), "{m}"),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+        let mut e = WriteBatch::new();
+        e.put_with_expiry("expiring", "123456", 9);
+        assert!(e.validate_with(16, 5, 1000).is_err());
+
+        let mut big = WriteBatch::new();
+        for i in 0..10 {
+            big.put(format!("k{i}"), "v");
+        }
+        big.validate_with(16, 5, big.data_size())
+            .expect("batch at the limit");
+        match big.validate_with(16, 5, big.data_size() - 1) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("write batch"), "{m}"),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn quote_key_truncates_lossily() {
+        assert_eq!(quote_key(b"abc"), "\"abc\"");
+        let long = vec![b'x'; 100];
+        assert_eq!(quote_key(&long), format!("{:?}...", "x".repeat(32)));
+        assert!(quote_key(&[0xff, b'a']).contains('\u{fffd}'));
+    }
+
+    #[test]
+    fn from_data_rejects_short_header_and_wrong_counts() {
+        let good = sample();
+        let data = good.data().to_vec();
+        expect_corruption(&[], "empty");
+        expect_corruption(&data[..BATCH_HEADER_LEN - 1], "short header");
+
+        let mut more = data.clone();
+        more[8] += 1; // claims one record more than it holds
+        let m = expect_corruption(&more, "count too high");
+        assert!(m.contains("cut off"), "{m}");
+
+        let mut fewer = data.clone();
+        fewer[8] -= 1; // the last record is left over
+        let m = expect_corruption(&fewer, "count too low");
+        assert!(m.contains("after its 5 records"), "{m}");
+
+        let mut huge = data.clone();
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        expect_corruption(&huge, "absurd count");
+
+        let mut kind = data.clone();
+        kind[BATCH_HEADER_LEN] = 9;
+        let m = expect_corruption(&kind, "unknown kind");
+        assert!(m.contains("unknown kind 9"), "{m}");
+
+        let mut late = WriteBatch::new();
+        late.put("a", "b");
+        late.put("c", "d");
+        late.set_sequence(MAX_SEQUENCE);
+        expect_corruption(late.data(), "sequence overflow");
+        late.set_sequence(MAX_SEQUENCE - 1);
+        decode(late.data()).expect("the last two sequence numbers are usable");
+    }
+
+    #[test]
+    fn from_data_rejects_an_expiring_value_without_its_expiry() {
+        // kind 3, key "k", value of 7 bytes: too short for the fixed64 expiry.
+        let mut data = vec![0u8; 8];
+        data.extend_from_slice(&1u32.to_le_bytes());
+        data.extend_from_slice(&[3, 1, b'k', 7, 1, 2, 3, 4, 5, 6, 7]);
+        let m = expect_corruption(&data, "short expiring value");
+        assert!(m.contains("expiry"), "{m}");
+    }
+
+    #[test]
+    fn every_truncation_is_corruption() {
+        let data = sample().data().to_vec();
+        for cut in 0..data.len() {
+            expect_corruption(&data[..cut], &format!("truncated to {cut}"));
+        }
+        decode(&data).expect("the whole batch decodes");
+    }
+
+    #[test]
+    fn random_and_mutated_bytes_never_panic() {
+        let mut rng = StdRng::seed_from_u64(0xba7c4);
+        let base = sample().data().to_vec();
+        let mut decoded_ok = 0;
+        for round in 0..4000 {
+            let data: Vec<u8> = match round % 3 {
+                // Pure garbage, with a header whose count is usually small.
+                0 => {
+                    let len = rng.gen_range(0..64);
+                    let mut d: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    if let Some(count) = d.get_mut(8..12) {
+                        count.copy_from_slice(&rng.gen_range(0u32..6).to_le_bytes());
+                    }
+                    d
+                }
+                // A valid batch with a few bytes flipped.
+                1 => {
+                    let mut d = base.clone();
+                    for _ in 0..rng.gen_range(1..4) {
+                        let i = rng.gen_range(0..d.len());
+                        d[i] ^= 1 << rng.gen_range(0..8);
+                    }
+                    d
+                }
+                // A valid batch cut short and padded with garbage.
+                _ => {
+                    let mut d = base[..rng.gen_range(0..base.len())].to_vec();
+                    d.extend((0..rng.gen_range(0..8)).map(|_| rng.gen::<u8>()));
+                    d
+                }
+            };
+            match decode(&data) {
+                Ok(b) => {
+                    decoded_ok += 1;
+                    // Whatever decodes is well formed throughout.
+                    let all: Result<Vec<_>> = b.iter().collect();
+                    assert_eq!(
+                        all.expect("decoded batch iterates").len(),
+                        b.count() as usize
+                    );
+                    assert_eq!(b.data(), data.as_slice());
+                }
+                Err(e) => assert!(e.is_corruption(), "round {round}: {e}"),
+            }
+        }
+        assert!(
+            decoded_ok > 0,
+            "some mutations (e.g. of value bytes) still decode"
+        );
+    }
+
+    #[test]
+    fn insert_into_uses_consecutive_sequence_numbers() {
+        let mem = Arc::new(MemTable::new(InternalKeyComparator::new(Arc::new(
+            BytewiseComparator,
+        ))));
+        let mut b = WriteBatch::new();
+        b.put("k", "v1");
+        b.merge("k", "m");
+        b.delete("j");
+        b.put_with_expiry("k", "v2", 5);
+        b.set_sequence(100);
+        b.insert_into(&mem).expect("insert");
+        assert_eq!(mem.len(), 4);
+        let mut it = mem.iter();
+        it.seek_to_first();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        let mut expiring = 5u64.to_le_bytes().to_vec();
+        expiring.extend_from_slice(b"v2");
+        assert_eq!(
+            got,
+            vec![
+                (
+                    make_internal_key(b"j", 102, ValueKind::Deletion),
+                    Vec::new()
+                ),
+                (
+                    make_internal_key(b"k", 103, ValueKind::ExpiringValue),
+                    expiring
+                ),
+                (
+                    make_internal_key(b"k", 101, ValueKind::Merge),
+                    b"m".to_vec()
+                ),
+                (
+                    make_internal_key(b"k", 100, ValueKind::Value),
+                    b"v1".to_vec()
+                ),
+            ]
+        );
+
+        let mut late = WriteBatch::new();
+        late.put("a", "b");
+        late.put("a", "c");
+        late.set_sequence(MAX_SEQUENCE);
+        assert!(matches!(
+            late.insert_into(&mem),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(mem.len(), 4, "nothing of a refused batch is inserted");
+    }
+}

@@ -1,0 +1,725 @@
+//! The compaction picker: given a [`Version`] and the level sizing options, decides which level
+//! needs compaction and which files of it and of the next level to merge. Pure: no I/O, no
+//! clock, no locks; the same inputs always give the same [`Compaction`].
+//!
+//! Rules (LevelDB's, with its "boundary inputs" fix):
+//! - Score: level 0 is `files / level0_file_num_compaction_trigger`; level L >= 1 is
+//!   `bytes / max_bytes_for_level(L)`. The last level scores 0: it has nowhere to go. The
+//!   highest score >= 1 compacts (ties go to the shallower level).
+//! - The first input is the first file of the level whose largest key is past the level's
+//!   compact pointer (wrapping around), so a level is compacted round-robin across its key
+//!   space. Level-0 inputs grow to every level-0 file overlapping them, transitively: a
+//!   level-0 file left behind must never hold an older version of a key than one pushed down.
+//! - Boundary inputs: if the next file of a level starts with the same user key the inputs end
+//!   with (older versions of that key), it joins too, repeatedly. Otherwise the newer versions
+//!   would move one level down while older ones stayed above them, and reads would find the
+//!   older one first.
+//! - Level+1 inputs are the files overlapping the level inputs' user-key range (plus their own
+//!   boundary files). The level inputs then grow to everything the combined range covers if
+//!   that does not add level+1 files and keeps the total under
+//!   [`max_expanded_compaction_bytes`].
+//! - Grandparents (level+2 files overlapping the whole range) let the job cut output files so
+//!   none overlaps more than ten target file sizes of level+2.
+//!
+//! Thread-safety: [`Compaction`] is owned by the job that runs it.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::key::{user_key, InternalKeyComparator};
+use crate::limits::NUM_LEVELS;
+use crate::version::version::max_grandparent_overlap_bytes;
+use crate::version::{total_file_size, FileMetaData, Version, VersionEdit};
+use crate::Options;
+
+/// Target total bytes of `level`: `max_bytes_for_level_base` for levels 0 and 1 (level 0 is
+/// actually scored by file count), times `max_bytes_for_level_multiplier` for each level below
+/// 1. Saturates at `u64::MAX`.
+pub fn max_bytes_for_level(opts: &Options, level: usize) -> u64 {
+    let mut bytes = opts.max_bytes_for_level_base as f64;
+    for _ in 1..level.max(1) {
+        bytes *= opts.max_bytes_for_level_multiplier;
+    }
+    // `as` saturates for floats too large for u64, which is the behaviour wanted here.
+    bytes as u64
+}
+
+/// The most bytes a compaction may read after growing its level inputs: 25 target file sizes,
+/// so one compaction stays a bounded amount of work.
+pub fn max_expanded_compaction_bytes(opts: &Options) -> u64 {
+    opts.max_file_size.saturating_mul(25)
+}
+
+/// Compaction score of every level (index = level); `>= 1.0` means the level needs compaction.
+/// Level 0 counts files against `level0_file_num_compaction_trigger`; deeper levels compare
+/// bytes with [`max_bytes_for_level`]; the last level always scores 0.
+pub fn level_scores(version: &Version, opts: &Options) -> Vec<f64> {
+    (0..NUM_LEVELS)
+        .map(|level| {
+            if level + 1 == NUM_LEVELS {
+                0.0
+            } else if level == 0 {
+                version.num_files(0) as f64 / opts.level0_file_num_compaction_trigger.max(1) as f64
+            } else {
+                version.level_bytes(level) as f64 / max_bytes_for_level(opts, level).max(1) as f64
+            }
+        })
+        .collect()
+}
+
+/// Picks the size compaction the version most needs, or `None` if every score is below 1.
+/// Advances `compact_pointers[level]` (an internal key, empty = start of the level) past the
+/// chosen inputs.
+pub fn pick_compaction(
+    version: &Arc<Version>,
+    opts: &Options,
+    compact_pointers: &mut [Vec<u8>; NUM_LEVELS],
+) -> Option<Compaction> {
+    let scores = level_scores(version, opts);
+    let (level, score) = scores
+        .iter()
+        .copied()
+        .enumerate()
+        .fold(
+            (0, f64::MIN),
+            |best, (l, s)| if s > best.1 { (l, s) } else { best },
+        );
+    if score < 1.0 {
+        return None;
+    }
+    let icmp = version.comparator();
+    // Level 0 is stored newest first; round-robin over it by key like the other levels.
+    let mut by_key: Vec<&Arc<FileMetaData>> = version.files(level).iter().collect();
+    if level == 0 {
+        by_key.sort_by(|a, b| icmp.compare(&a.smallest, &b.smallest));
+    }
+    let pointer = compact_pointers.get(level)?;
+    let first = by_key
+        .iter()
+        .find(|f| pointer.is_empty() || icmp.compare(&f.largest, pointer) == Ordering::Greater)
+        .or(by_key.first())
+        .map(|f| Arc::clone(f))?;
+    let inputs = if level == 0 {
+        version.overlapping_files(
+            0,
+            Some(first.smallest_user_key()),
+            Some(first.largest_user_key()),
+        )
+    } else {
+        vec![first]
+    };
+    Some(setup_other_inputs(
+        version,
+        opts,
+        compact_pointers,
+        level,
+        inputs,
+    ))
+}
+
+/// A compaction of the files of `level` overlapping the user-key range `[begin, end]`
+/// (`None` = unbounded) into `level + 1`, for manual compaction. For levels below 0 the inputs
+/// are cut after about one target file size of data; the caller continues from the largest key
+/// of `inputs[0]`. `None` if nothing overlaps or `level` is the last level.
+pub fn compact_range(
+    version: &Arc<Version>,
+    opts: &Options,
+    compact_pointers: &mut [Vec<u8>; NUM_LEVELS],
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<Compaction> {
+    if level + 1 >= NUM_LEVELS {
+        return None;
+    }
+    let mut inputs = version.overlapping_files(level, begin, end);
+    if inputs.is_empty() {
+        return None;
+    }
+    if level > 0 {
+        // Level-0 inputs cannot be cut: a file left behind could hold older versions of keys in
+        // the files taken. Deeper levels can, and boundary inputs keep each user key whole.
+        let mut total = 0u64;
+        if let Some(cut) = inputs.iter().position(|f| {
+            total = total.saturating_add(f.file_size);
+            total >= opts.max_file_size
+        }) {
+            inputs.truncate(cut + 1);
+        }
+    }
+    Some(setup_other_inputs(
+        version,
+        opts,
+        compact_pointers,
+        level,
+        inputs,
+    ))
+}
+
+/// Smallest and largest internal keys over `files`.
+fn key_range<'a>(
+    icmp: &InternalKeyComparator,
+    files: impl IntoIterator<Item = &'a Arc<FileMetaData>>,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut range: Option<(&[u8], &[u8])> = None;
+    for f in files {
+        range = Some(match range {
+            None => (&f.smallest, &f.largest),
+            Some((lo, hi)) => (
+                if icmp.compare(&f.smallest, lo) == Ordering::Less {
+                    &f.smallest
+                } else {
+                    lo
+                },
+                if icmp.compare(&f.largest, hi) == Ordering::Greater {
+                    &f.largest
+                } else {
+                    hi
+                },
+            ),
+        });
+    }
+    range.map(|(lo, hi)| (lo.to_vec(), hi.to_vec()))
+}
+
+/// Adds to `inputs` every file of `level_files` that continues the user key `inputs` ends with:
+/// a file whose smallest key has the same user key as the inputs' largest key but a larger
+/// internal key (older versions). Repeats from the added file's largest key.
+fn add_boundary_inputs(
+    icmp: &InternalKeyComparator,
+    level_files: &[Arc<FileMetaData>],
+    inputs: &mut Vec<Arc<FileMetaData>>,
+) {
+    let Some((_, mut largest)) = key_range(icmp, inputs.iter()) else {
+        return;
+    };
+    loop {
+        let boundary = level_files
+            .iter()
+            .filter(|f| {
+                icmp.compare(&f.smallest, &largest) == Ordering::Greater
+                    && icmp.compare_user(f.smallest_user_key(), user_key(&largest))
+                        == Ordering::Equal
+            })
+            .min_by(|a, b| icmp.compare(&a.smallest, &b.smallest));
+        match boundary {
+            Some(f) if !inputs.iter().any(|g| g.number == f.number) => {
+                // The file's largest key is above its smallest, which is above `largest`, so
+                // this loop always moves forward and ends.
+                largest = f.largest.clone();
+                inputs.push(Arc::clone(f));
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Fills in level+1 inputs, tries to grow the level inputs, records grandparents and advances
+/// the compact pointer.
+fn setup_other_inputs(
+    version: &Arc<Version>,
+    opts: &Options,
+    compact_pointers: &mut [Vec<u8>; NUM_LEVELS],
+    level: usize,
+    mut inputs0: Vec<Arc<FileMetaData>>,
+) -> Compaction {
+    let icmp = version.comparator();
+    let user_range =
+        |range: &(Vec<u8>, Vec<u8>)| (user_key(&range.0).to_vec(), user_key(&range.1).to_vec());
+    let overlapping = |lvl: usize, range: &(Vec<u8>, Vec<u8>)| {
+        let (lo, hi) = user_range(range);
+        let mut files = version.overlapping_files(lvl, Some(&lo), Some(&hi));
+        add_boundary_inputs(icmp, version.files(lvl), &mut files);
+        files
+    };
+
+    add_boundary_inputs(icmp, version.files(level), &mut inputs0);
+    let empty = (Vec::new(), Vec::new());
+    let mut range0 = key_range(icmp, &inputs0).unwrap_or_else(|| empty.clone());
+    let mut inputs1 = overlapping(level + 1, &range0);
+    let mut all = key_range(icmp, inputs0.iter().chain(&inputs1)).unwrap_or_else(|| empty.clone());
+
+    if !inputs1.is_empty() {
+        let expanded0 = overlapping(level, &all);
+        let expanded_bytes = total_file_size(&expanded0).saturating_add(total_file_size(&inputs1));
+        if expanded0.len() > inputs0.len() && expanded_bytes < max_expanded_compaction_bytes(opts) {
+            let new_range0 = key_range(icmp, &expanded0).unwrap_or_else(|| empty.clone());
+            let expanded1 = overlapping(level + 1, &new_range0);
+            if expanded1.len() == inputs1.len() {
+                tracing::debug!(
+                    level,
+                    from = inputs0.len(),
+                    to = expanded0.len(),
+                    "growing compaction inputs without adding level+1 files"
+                );
+                inputs0 = expanded0;
+                inputs1 = expanded1;
+                range0 = new_range0;
+                all = key_range(icmp, inputs0.iter().chain(&inputs1)).unwrap_or(empty);
+            }
+        }
+    }
+
+    let grandparents = if level + 2 < NUM_LEVELS {
+        let (lo, hi) = user_range(&all);
+        version.overlapping_files(level + 2, Some(&lo), Some(&hi))
+    } else {
+        Vec::new()
+    };
+    if let Some(pointer) = compact_pointers.get_mut(level) {
+        *pointer = range0.1;
+    }
+    Compaction {
+        level,
+        inputs: [inputs0, inputs1],
+        grandparents,
+        input_version: Arc::clone(version),
+        max_output_file_size: opts.max_file_size,
+        max_grandparent_overlap_bytes: max_grandparent_overlap_bytes(opts),
+        grandparent_index: 0,
+        seen_key: false,
+        overlapped_bytes: 0,
+        level_ptrs: [0; NUM_LEVELS],
+    }
+}
+
+/// One compaction: the files to merge from `level` and `level + 1`, and the state the job
+/// consults while writing outputs into `level + 1`.
+pub struct Compaction {
+    /// The level whose files are compacted down; outputs go to `level + 1`.
+    pub level: usize,
+    /// `inputs[0]`: files of `level`; `inputs[1]`: overlapping files of `level + 1`.
+    pub inputs: [Vec<Arc<FileMetaData>>; 2],
+    /// Files of `level + 2` overlapping the compaction's key range.
+    pub grandparents: Vec<Arc<FileMetaData>>,
+    /// The version the inputs were picked from; holding it keeps them on disk.
+    pub input_version: Arc<Version>,
+    /// Target size of each output file.
+    pub max_output_file_size: u64,
+    max_grandparent_overlap_bytes: u64,
+    /// Index of the first grandparent not yet passed by the output keys.
+    grandparent_index: usize,
+    /// Whether any key has been seen since the current output file started.
+    seen_key: bool,
+    /// Grandparent bytes overlapped by the current output file.
+    overlapped_bytes: u64,
+    /// Per level deeper than the output: index of the first file that may still contain a key
+    /// passed to [`Compaction::is_base_level_for_key`] (keys arrive in ascending order).
+    level_ptrs: [usize; NUM_LEVELS],
+}
+
+impl fmt::Debug for Compaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let numbers =
+            |files: &[Arc<FileMetaData>]| files.iter().map(|f| f.number).collect::<Vec<_>>();
+        f.debug_struct("Compaction")
+            .field("level", &self.level)
+            .field("inputs0", &numbers(&self.inputs[0]))
+            .field("inputs1", &numbers(&self.inputs[1]))
+            .field("grandparents", &numbers(&self.grandparents))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compaction {
+    /// The level outputs are written to: `level + 1`.
+    pub fn output_level(&self) -> usize {
+        self.level + 1
+    }
+
+    /// True if the compaction can move its single input file down a level by editing the
+    /// manifest alone: one input file, nothing in `level + 1` to merge with, and little enough
+    /// overlap with `level + 2` that the moved file will not make a later compaction expensive.
+    pub fn is_trivial_move(&self) -> bool {
+        self.inputs[0].len() == 1
+            && self.inputs[1].is_empty()
+            && total_file_size(&self.grandparents) <= self.max_grandparent_overlap_bytes
+    }
+
+    /// Records the deletion of every input file in `edit`.
+    pub fn add_input_deletions(&self, edit: &mut VersionEdit) {
+        for (which, files) in self.inputs.iter().enumerate() {
+            for f in files {
+                edit.delete_file(self.level + which, f.number);
+            }
+        }
+    }
+
+    /// True if no level deeper than [`Compaction::output_level`] has a file whose range
+    /// contains `user_key`, so a tombstone for it can be dropped (nothing older is hidden below).
+    /// Must be called with ascending keys: each level keeps a cursor that only moves forward.
+    pub fn is_base_level_for_key(&mut self, user_key: &[u8]) -> bool {
+        let ucmp = self.input_version.comparator().user();
+        for level in self.level + 2..NUM_LEVELS {
+            let files = self.input_version.files(level);
+            while let Some(f) = files.get(self.level_ptrs[level]) {
+                if ucmp.compare(user_key, f.largest_user_key()) != Ordering::Greater {
+                    if ucmp.compare(user_key, f.smallest_user_key()) != Ordering::Less {
+                        return false;
+                    }
+                    break;
+                }
+                // The key is past this file; so is every later key.
+                self.level_ptrs[level] += 1;
+            }
+        }
+        true
+    }
+
+    /// True if the output file being written should end before `ikey` (an internal key, passed
+    /// in ascending order) because it already overlaps more than ten target file sizes of
+    /// grandparent data. Resets the overlap count when it says so.
+    pub fn should_stop_before(&mut self, ikey: &[u8]) -> bool {
+        let icmp = self.input_version.comparator();
+        while let Some(g) = self.grandparents.get(self.grandparent_index) {
+            if icmp.compare(ikey, &g.largest) != Ordering::Greater {
+                break;
+            }
+            if self.seen_key {
+                self.overlapped_bytes = self.overlapped_bytes.saturating_add(g.file_size);
+            }
+            self.grandparent_index += 1;
+        }
+        self.seen_key = true;
+        if self.overlapped_bytes > self.max_grandparent_overlap_bytes {
+            self.overlapped_bytes = 0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Total bytes of the input files of both levels.
+    pub fn total_input_bytes(&self) -> u64 {
+        total_file_size(&self.inputs[0]).saturating_add(total_file_size(&self.inputs[1]))
+    }
+
+    /// The internal-key range covered by the inputs of both levels, or `None` if there are none.
+    pub fn key_range(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        key_range(
+            self.input_version.comparator(),
+            self.inputs[0].iter().chain(&self.inputs[1]),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, ValueKind};
+    use crate::version::version::tests::{file, file_seq, version};
+
+    fn opts() -> Options {
+        Options {
+            max_file_size: 1000,
+            max_bytes_for_level_base: 10_000,
+            max_bytes_for_level_multiplier: 10.0,
+            level0_file_num_compaction_trigger: 4,
+            ..Options::default()
+        }
+    }
+
+    fn numbers(files: &[Arc<FileMetaData>]) -> Vec<u64> {
+        let mut n: Vec<u64> = files.iter().map(|f| f.number).collect();
+        n.sort_unstable();
+        n
+    }
+
+    fn no_pointers() -> [Vec<u8>; NUM_LEVELS] {
+        Default::default()
+    }
+
+    #[test]
+    fn level_targets_and_scores() {
+        let o = opts();
+        assert_eq!(max_bytes_for_level(&o, 1), 10_000);
+        assert_eq!(max_bytes_for_level(&o, 2), 100_000);
+        assert_eq!(max_bytes_for_level(&o, 3), 1_000_000);
+        assert_eq!(max_bytes_for_level(&o, 6), 1_000_000_000);
+        let huge = Options {
+            max_bytes_for_level_base: u64::MAX / 2,
+            ..opts()
+        };
+        assert_eq!(max_bytes_for_level(&huge, 6), u64::MAX, "saturates");
+
+        let v = version(vec![
+            (0, file(1, "a", "b", 1)),
+            (0, file(2, "a", "b", 1)),
+            (1, file(3, "a", "b", 5_000)),
+            (2, file(4, "a", "b", 250_000)),
+            (6, file(5, "a", "b", u64::MAX / 4)),
+        ]);
+        let scores = level_scores(&v, &o);
+        assert_eq!(scores.len(), NUM_LEVELS);
+        assert_eq!(scores[0], 0.5);
+        assert_eq!(scores[1], 0.5);
+        assert_eq!(scores[2], 2.5);
+        assert_eq!(scores[3], 0.0);
+        assert_eq!(scores[6], 0.0, "the last level never compacts");
+        let c = pick_compaction(&Arc::new(v), &o, &mut no_pointers()).expect("level 2 is over");
+        assert_eq!(c.level, 2);
+        assert_eq!(c.output_level(), 3);
+    }
+
+    #[test]
+    fn nothing_to_do_below_score_one() {
+        let v = Arc::new(version(vec![
+            (0, file(1, "a", "b", 1)),
+            (1, file(3, "a", "b", 9_999)),
+        ]));
+        assert!(pick_compaction(&v, &opts(), &mut no_pointers()).is_none());
+    }
+
+    #[test]
+    fn level_zero_trigger_takes_every_overlapping_file() {
+        let v = Arc::new(version(vec![
+            (0, file(10, "a", "c", 100)),
+            (0, file(11, "b", "e", 100)),
+            (0, file(12, "d", "f", 100)),
+            (0, file(13, "x", "z", 100)),
+            (1, file(5, "a", "b", 100)),
+            (1, file(6, "e", "g", 100)),
+            (1, file(7, "h", "k", 100)),
+            (2, file(8, "a", "z", 100)),
+        ]));
+        let mut pointers = no_pointers();
+        let c = pick_compaction(&v, &opts(), &mut pointers).expect("4 files in level 0");
+        assert_eq!(c.level, 0);
+        // Starting at the smallest key, "a..c" grows through "b..e" to "d..f"; "x..z" stays.
+        assert_eq!(numbers(&c.inputs[0]), vec![10, 11, 12]);
+        assert_eq!(numbers(&c.inputs[1]), vec![5, 6]);
+        assert_eq!(numbers(&c.grandparents), vec![8]);
+        assert!(!c.is_trivial_move());
+        assert_eq!(c.total_input_bytes(), 500);
+        assert_eq!(user_key(&pointers[0]), b"f");
+        // The next pick starts past "f": the "x..z" file, alone, overlapping nothing below.
+        let c = pick_compaction(&v, &opts(), &mut pointers).expect("still 4 files");
+        assert_eq!(numbers(&c.inputs[0]), vec![13]);
+        assert!(c.inputs[1].is_empty());
+        assert!(c.is_trivial_move());
+
+        let mut edit = VersionEdit::default();
+        c.add_input_deletions(&mut edit);
+        assert_eq!(edit.deleted_files, vec![(0, 13)]);
+    }
+
+    #[test]
+    fn level_zero_never_leaves_a_newer_overlapping_file_behind() {
+        // Whatever file is picked first, the inputs are closed under overlap: every level-0
+        // file left behind is disjoint from the compacted range.
+        let v = Arc::new(version(vec![
+            (0, file(20, "m", "p", 10)),
+            (0, file(21, "a", "d", 10)),
+            (0, file(22, "c", "n", 10)),
+            (0, file(23, "q", "r", 10)),
+            (0, file(24, "o", "o", 10)),
+        ]));
+        for start in ["", "d", "n", "p", "r"] {
+            let mut pointers = no_pointers();
+            if !start.is_empty() {
+                pointers[0] = make_internal_key(start.as_bytes(), 0, ValueKind::Deletion);
+            }
+            let c = pick_compaction(&v, &opts(), &mut pointers).expect("5 files");
+            let (lo, hi) = c.key_range().expect("inputs");
+            for f in v.files(0) {
+                if c.inputs[0].iter().any(|g| g.number == f.number) {
+                    continue;
+                }
+                assert!(
+                    f.largest_user_key() < user_key(&lo) || f.smallest_user_key() > user_key(&hi),
+                    "file {} left behind overlaps {:?} (start {start})",
+                    f.number,
+                    c
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn level_size_trigger_round_robin() {
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "c", 4_000)),
+            (1, file(2, "d", "f", 4_000)),
+            (1, file(3, "g", "i", 4_000)),
+            (2, file(4, "e", "h", 4_000)),
+        ]));
+        let o = opts();
+        let mut pointers = no_pointers();
+        let picked: Vec<Vec<u64>> = (0..4)
+            .map(|_| {
+                let c = pick_compaction(&v, &o, &mut pointers).expect("level 1 is over");
+                assert_eq!(c.level, 1);
+                numbers(&c.inputs[0])
+            })
+            .collect();
+        // "a..c" alone; then "d..f" pulls in the L2 file "e..h", which lets "g..i" join
+        // without adding level-2 files; then the pointer is past "i" and wraps around.
+        assert_eq!(picked, vec![vec![1], vec![2, 3], vec![1], vec![2, 3]]);
+    }
+
+    #[test]
+    fn expansion_stops_when_it_would_add_next_level_files() {
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "c", 6_000)),
+            (1, file(2, "d", "f", 6_000)),
+            (2, file(4, "b", "d", 100)),
+            (2, file(5, "e", "z", 100)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("level 1 is over");
+        // Growing to "d..f" would bring "e..z" into level 2: stay with one file.
+        assert_eq!(numbers(&c.inputs[0]), vec![1]);
+        assert_eq!(numbers(&c.inputs[1]), vec![4]);
+    }
+
+    #[test]
+    fn expansion_respects_the_byte_limit() {
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "c", 12_000)),
+            (1, file(2, "d", "f", 12_000)),
+            (2, file(4, "b", "e", 100)),
+        ]));
+        // 24_100 bytes is under 25 * 1000: grows.
+        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        assert_eq!(numbers(&c.inputs[0]), vec![1, 2]);
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "c", 12_000)),
+            (1, file(2, "d", "f", 13_000)),
+            (2, file(4, "b", "e", 100)),
+        ]));
+        // 25_100 is not: stays.
+        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        assert_eq!(numbers(&c.inputs[0]), vec![1]);
+    }
+
+    #[test]
+    fn boundary_files_join_their_user_key() {
+        // Level 1 holds "k" split across files 1 (versions 9, 8) and 2 (version 7), and file
+        // 2's older "m" versions continue in file 3.
+        let v = Arc::new(version(vec![
+            (1, file_seq(1, "a", 20, "k", 8, 6_000)),
+            (1, file_seq(2, "k", 7, "m", 6, 3_000)),
+            (1, file_seq(3, "m", 5, "p", 5, 3_000)),
+            (1, file(4, "q", "z", 3_000)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("level 1 is over");
+        assert_eq!(
+            numbers(&c.inputs[0]),
+            vec![1, 2, 3],
+            "the whole chain of shared keys"
+        );
+        assert!(!c.is_trivial_move());
+
+        // The same in the next level: picking "a..c" in level 1 overlaps file 11 of level 2,
+        // which shares "c" with file 12.
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "c", 20_000)),
+            (2, file_seq(11, "a", 9, "c", 9, 100)),
+            (2, file_seq(12, "c", 4, "d", 4, 100)),
+            (2, file(13, "e", "f", 100)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("level 1 is over");
+        assert_eq!(numbers(&c.inputs[1]), vec![11, 12]);
+    }
+
+    #[test]
+    fn trivial_move_needs_little_grandparent_overlap() {
+        let small = Arc::new(version(vec![
+            (1, file(1, "a", "c", 20_000)),
+            (3, file(2, "a", "z", 10_000)),
+        ]));
+        let c = pick_compaction(&small, &opts(), &mut no_pointers()).expect("over");
+        assert!(c.is_trivial_move(), "{c:?}");
+        let big = Arc::new(version(vec![
+            (1, file(1, "a", "c", 20_000)),
+            (3, file(2, "a", "z", 10_001)),
+        ]));
+        let c = pick_compaction(&big, &opts(), &mut no_pointers()).expect("over");
+        assert!(!c.is_trivial_move(), "grandparent overlap above 10 files");
+    }
+
+    #[test]
+    fn grandparent_overlap_cuts_outputs() {
+        // Twelve grandparent files of 1_000 bytes each, "b0".."b11"; the limit is 10_000.
+        let mut files = vec![(1, file(1, "a", "z", 20_000))];
+        for i in 0..12u64 {
+            let k = format!("b{i:02}");
+            files.push((3, file(100 + i, &k, &k, 1_000)));
+        }
+        let v = Arc::new(version(files));
+        let mut c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        assert_eq!(c.grandparents.len(), 12);
+        let key = |s: &str| make_internal_key(s.as_bytes(), 1, ValueKind::Value);
+        assert!(!c.should_stop_before(&key("a")), "first key never stops");
+        // Passing grandparents b00..b10 overlaps 11 files = 11_000 bytes > 10_000.
+        let mut stops = Vec::new();
+        for i in 0..12 {
+            let k = format!("b{i:02}x");
+            if c.should_stop_before(&key(&k)) {
+                stops.push(i);
+            }
+        }
+        assert_eq!(stops, vec![10], "cut once more than 10 files were passed");
+        // After a cut the count starts over.
+        assert!(!c.should_stop_before(&key("c")));
+    }
+
+    #[test]
+    fn base_level_for_key() {
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "z", 20_000)),
+            (3, file(2, "c", "e", 100)),
+            (3, file(3, "m", "n", 100)),
+            (5, file(4, "p", "q", 100)),
+        ]));
+        let mut c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        assert_eq!(c.output_level(), 2);
+        let answers: Vec<(&str, bool)> = ["a", "c", "d", "f", "m", "o", "p", "q", "r"]
+            .into_iter()
+            .map(|k| (k, c.is_base_level_for_key(k.as_bytes())))
+            .collect();
+        assert_eq!(
+            answers,
+            vec![
+                ("a", true),
+                ("c", false),
+                ("d", false),
+                ("f", true),
+                ("m", false),
+                ("o", true),
+                ("p", false),
+                ("q", false),
+                ("r", true),
+            ]
+        );
+    }
+
+    #[test]
+    fn manual_range_compaction() {
+        let v = Arc::new(version(vec![
+            (0, file(20, "a", "b", 10)),
+            (0, file(21, "b", "c", 10)),
+            (0, file(22, "x", "y", 10)),
+            (1, file(1, "a", "b", 600)),
+            (1, file(2, "c", "d", 600)),
+            (1, file(3, "e", "f", 600)),
+            (2, file(4, "a", "d", 100)),
+        ]));
+        let mut pointers = no_pointers();
+        let c =
+            compact_range(&v, &opts(), &mut pointers, 0, Some(b"a"), Some(b"a")).expect("overlaps");
+        assert_eq!(
+            numbers(&c.inputs[0]),
+            vec![20, 21],
+            "level 0 grows, never cut"
+        );
+        assert_eq!(numbers(&c.inputs[1]), vec![1, 2]);
+        // Level 1 is cut once the inputs reach max_file_size (1000): two files. (Growing back
+        // to the third would not add level-2 files only if level 2 reached "f"; it stops at "d".)
+        let c = compact_range(&v, &opts(), &mut pointers, 1, None, None).expect("overlaps");
+        assert_eq!(numbers(&c.inputs[0]), vec![1, 2]);
+        assert_eq!(numbers(&c.inputs[1]), vec![4]);
+        assert!(compact_range(&v, &opts(), &mut pointers, 1, Some(b"g"), Some(b"w")).is_none());
+        assert!(compact_range(&v, &opts(), &mut pointers, NUM_LEVELS - 1, None, None).is_none());
+    }
+}

@@ -1,0 +1,270 @@
+//! Background work: flushing frozen memtables to level-0 tables, running compactions, and
+//! deleting files no version needs any more. Flushes take priority; one compaction runs at a
+//! time, so two jobs never rewrite the same tables.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::MutexGuard;
+
+use super::{DbInner, DbState};
+use crate::error::{Error, Result};
+use crate::filename::{parse_file_name, table_file_name, FileType};
+use crate::iter::InternalIterator;
+use crate::memtable::MemTable;
+use crate::sstable::{TableBuilder, TableOptions};
+use crate::version::{FileMetaData, VersionEdit};
+
+impl DbInner {
+    /// The body of each background thread.
+    pub(crate) fn background_loop(self: Arc<Self>) {
+        let mut state = self.state.lock();
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            let healthy = state.bg_error.is_none();
+            if healthy && !state.imm.is_empty() && !state.flush_running {
+                state.flush_running = true;
+                if let Err(e) = self.flush_oldest(&mut state) {
+                    if !matches!(e, Error::ShuttingDown) {
+                        self.set_bg_error(&mut state, &e);
+                    }
+                }
+                state.flush_running = false;
+                self.background_done.notify_all();
+                continue;
+            }
+            if healthy
+                && !state.compaction_running
+                && state.manual_waiting == 0
+                && state.versions.needs_compaction()
+            {
+                if let Some(c) = state.versions.pick_compaction() {
+                    state.compaction_running = true;
+                    let result = self.run_compaction(&mut state, c);
+                    state.compaction_running = false;
+                    if let Err(e) = result {
+                        if !matches!(e, Error::ShuttingDown) {
+                            self.set_bg_error(&mut state, &e);
+                        }
+                    }
+                    self.background_done.notify_all();
+                    continue;
+                }
+            }
+            self.work_available.wait(&mut state);
+        }
+    }
+
+    /// Writes the oldest frozen memtable to a table and installs it.
+    fn flush_oldest(&self, state: &mut MutexGuard<'_, DbState>) -> Result<()> {
+        let Some((mem, _wal)) = state.imm.front().cloned() else {
+            return Ok(());
+        };
+        let number = state.versions.new_file_number();
+        state.pending_outputs.insert(number);
+        let start = Instant::now();
+        let written = MutexGuard::unlocked(state, || self.write_level0_table(&mem, number));
+        let result = written.and_then(|meta| {
+            let mut edit = VersionEdit::default();
+            if let Some(meta) = meta {
+                // Only push below level 0 while no compaction can be writing those levels.
+                let level = if state.compaction_running {
+                    0
+                } else {
+                    state.versions.current().pick_level_for_memtable_output(
+                        meta.smallest_user_key(),
+                        meta.largest_user_key(),
+                        &self.options,
+                    )
+                };
+                let counters = &self.stats.per_level[level];
+                counters.compactions.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .bytes_written
+                    .fetch_add(meta.file_size, Ordering::Relaxed);
+                counters
+                    .micros
+                    .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                self.stats
+                    .flush_bytes
+                    .fetch_add(meta.file_size, Ordering::Relaxed);
+                edit.add_file(level, meta);
+            }
+            // Every WAL older than the next memtable's is now redundant.
+            let next_wal = state
+                .imm
+                .get(1)
+                .map(|(_, n)| *n)
+                .unwrap_or(state.mem_wal_number);
+            edit.log_number = Some(next_wal);
+            state.versions.log_and_apply(edit)
+        });
+        state.pending_outputs.remove(&number);
+        result?;
+        state.imm.pop_front();
+        self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        self.install_view(state);
+        self.delete_obsolete_files(state);
+        self.work_available.notify_all();
+        Ok(())
+    }
+
+    /// Writes `mem` to table `number`; `None` if it held nothing. The table and the directory
+    /// entry are durable when this returns.
+    pub(crate) fn write_level0_table(
+        &self,
+        mem: &Arc<MemTable>,
+        number: u64,
+    ) -> Result<Option<FileMetaData>> {
+        if mem.is_empty() {
+            return Ok(None);
+        }
+        let mut iter = mem.iter();
+        iter.seek_to_first();
+        let meta = build_table(&self.dir, &self.options, number, &mut iter)?;
+        if meta.is_some() {
+            self.options.fs.sync_dir(&self.dir)?;
+        }
+        Ok(meta)
+    }
+
+    /// Removes tables, WALs and manifests no live version needs. REQUIRES: `state` held.
+    pub(crate) fn delete_obsolete_files(&self, state: &mut DbState) {
+        if state.bg_error.is_some() {
+            // After a failure, what is live on disk is uncertain: delete nothing.
+            return;
+        }
+        let mut live = state.versions.live_files();
+        live.extend(state.pending_outputs.iter().copied());
+        let log_number = state.versions.log_number();
+        let manifest_number = state.versions.manifest_number();
+        let names = match self.options.fs.list(&self.dir) {
+            Ok(names) => names,
+            Err(e) => {
+                tracing::warn!(%e, "cannot list database directory for obsolete files");
+                return;
+            }
+        };
+        for name in names {
+            let obsolete = match parse_file_name(&name) {
+                Some(FileType::Wal(n)) => n < log_number,
+                Some(FileType::Manifest(n)) => n < manifest_number,
+                Some(FileType::Table(n)) => !live.contains(&n),
+                _ => false,
+            };
+            if !obsolete {
+                continue;
+            }
+            if let Some(FileType::Table(n)) = parse_file_name(&name) {
+                self.table_cache.evict(n);
+            }
+            if let Err(e) = self.options.fs.remove(&self.dir.join(&name)) {
+                tracing::warn!(file = %name, %e, "cannot delete obsolete file");
+            }
+        }
+    }
+
+    /// Compacts `[begin, end]` level by level, after flushing the memtable.
+    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::InvalidArgument("database is open read-only".into()));
+        }
+        self.flush()?;
+        let deepest = {
+            let view = self.current_view();
+            (0..crate::limits::NUM_LEVELS)
+                .rev()
+                .find(|&l| !view.version.overlapping_files(l, begin, end).is_empty())
+        };
+        let Some(deepest) = deepest else {
+            return Ok(());
+        };
+        for level in 0..deepest.max(1) {
+            self.manual_compaction(level, begin, end)?;
+        }
+        Ok(())
+    }
+
+    /// Runs compactions of `level` over the range until none of its files overlap it.
+    fn manual_compaction(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        let mut state = self.state.lock();
+        state.manual_waiting += 1;
+        let result = loop {
+            if let Err(e) = Self::check_bg_error(&state) {
+                break Err(e);
+            }
+            if self.shutting_down.load(Ordering::Acquire) {
+                break Err(Error::ShuttingDown);
+            }
+            if state.compaction_running {
+                self.background_done.wait(&mut state);
+                continue;
+            }
+            let Some(c) = state.versions.compact_range(level, begin, end) else {
+                break Ok(());
+            };
+            state.compaction_running = true;
+            let r = self.run_compaction(&mut state, c);
+            state.compaction_running = false;
+            self.background_done.notify_all();
+            if let Err(e) = r {
+                if !matches!(e, Error::ShuttingDown) {
+                    self.set_bg_error(&mut state, &e);
+                }
+                break Err(e);
+            }
+        };
+        state.manual_waiting -= 1;
+        self.work_available.notify_all();
+        result
+    }
+}
+
+/// Builds table `number` from every entry of `iter` (positioned at its first entry). `None` if
+/// there was nothing to write (the file is removed).
+pub(crate) fn build_table(
+    dir: &std::path::Path,
+    options: &crate::Options,
+    number: u64,
+    iter: &mut dyn InternalIterator,
+) -> Result<Option<FileMetaData>> {
+    let path = table_file_name(dir, number);
+    let file = options.fs.create(&path)?;
+    let mut builder = TableBuilder::new(TableOptions::from_options(options), file, path.clone());
+    while iter.valid() {
+        builder.add(iter.key(), iter.value())?;
+        iter.next();
+    }
+    iter.status()?;
+    if builder.num_entries() == 0 {
+        builder.abandon();
+        let _ = options.fs.remove(&path);
+        return Ok(None);
+    }
+    let props = builder.finish()?;
+    Ok(Some(meta_from_properties(number, &props)))
+}
+
+pub(crate) fn meta_from_properties(
+    number: u64,
+    props: &crate::sstable::TableProperties,
+) -> FileMetaData {
+    FileMetaData {
+        number,
+        file_size: props.file_size,
+        smallest: props.smallest_key.clone(),
+        largest: props.largest_key.clone(),
+        smallest_seqno: props.smallest_seqno,
+        largest_seqno: props.largest_seqno,
+        num_entries: props.num_entries,
+        num_deletions: props.num_deletions,
+    }
+}

@@ -1,0 +1,372 @@
+//! The database: open and recovery, the write path with group commit, the read path, flushes,
+//! compactions and their background threads.
+//!
+//! Locking: `state` (a mutex) guards the memtables' lifecycle, the version set, the writer
+//! queue and background bookkeeping. Readers never take it: they load the published sequence
+//! number and then the current [`ReadView`] (in that order, so the view holds every write up to
+//! the sequence). Only the writer at the head of the queue touches the WAL and inserts into the
+//! active memtable, with `state` released while it does.
+
+mod background;
+mod compaction_job;
+mod open;
+mod read;
+mod repair;
+mod stats;
+mod write;
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::env::FileLock;
+use crate::error::{Error, Result};
+use crate::iter::DbIterator;
+use crate::key::{InternalKeyComparator, SequenceNumber};
+use crate::memtable::MemTable;
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
+use crate::table_cache::TableCache;
+use crate::version::{Version, VersionSet};
+use crate::wal::LogWriter;
+
+pub use read::Range;
+pub use repair::RepairReport;
+pub use stats::{DbStats, LevelStats};
+
+/// What readers need, published as one unit so that a reader sees a memtable or the table it
+/// was flushed into, never neither.
+pub(crate) struct ReadView {
+    pub(crate) mem: Arc<MemTable>,
+    /// Frozen memtables, newest first.
+    pub(crate) imm: Vec<Arc<MemTable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+/// A write waiting in the queue for its turn (or for a leader to do it).
+pub(crate) struct PendingWrite {
+    pub(crate) id: u64,
+    /// `None` once a leader has taken the batch into its group; also `None` for a request to
+    /// switch the memtable.
+    pub(crate) batch: Option<WriteBatch>,
+    pub(crate) sync: bool,
+    pub(crate) disable_wal: bool,
+    pub(crate) wake: Arc<Condvar>,
+}
+
+/// Everything guarded by the database mutex.
+pub(crate) struct DbState {
+    pub(crate) mem: Arc<MemTable>,
+    /// The WAL the active memtable's writes go to.
+    pub(crate) mem_wal_number: u64,
+    /// Frozen memtables waiting to be flushed, oldest first, with the WAL each was written to.
+    pub(crate) imm: VecDeque<(Arc<MemTable>, u64)>,
+    pub(crate) versions: VersionSet,
+    /// Set by a failed WAL write or sync or a failed background job; refuses writes until reopen.
+    pub(crate) bg_error: Option<Error>,
+    /// Table numbers being written by running jobs: not live yet, but not garbage.
+    pub(crate) pending_outputs: BTreeSet<u64>,
+    pub(crate) writers: VecDeque<PendingWrite>,
+    pub(crate) finished_writes: HashMap<u64, Result<()>>,
+    pub(crate) next_writer_id: u64,
+    pub(crate) flush_running: bool,
+    pub(crate) compaction_running: bool,
+    /// Manual compactions waiting; automatic ones yield to them.
+    pub(crate) manual_waiting: usize,
+}
+
+/// State shared by the handle and the background threads.
+pub(crate) struct DbInner {
+    pub(crate) dir: PathBuf,
+    pub(crate) options: Options,
+    pub(crate) icmp: InternalKeyComparator,
+    pub(crate) table_cache: Arc<TableCache>,
+    pub(crate) block_cache: Option<Arc<BlockCache>>,
+    pub(crate) snapshots: Arc<SnapshotList>,
+    pub(crate) state: Mutex<DbState>,
+    /// Signalled whenever background work finishes or fails.
+    pub(crate) background_done: Condvar,
+    /// Wakes background threads when there may be work.
+    pub(crate) work_available: Condvar,
+    /// The active WAL. Only the head of the writer queue uses it.
+    pub(crate) wal: Mutex<Option<LogWriter>>,
+    /// The last sequence number whose write is fully in the memtable.
+    pub(crate) last_sequence: AtomicU64,
+    pub(crate) view: RwLock<Arc<ReadView>>,
+    pub(crate) stats: stats::Counters,
+    pub(crate) shutting_down: AtomicBool,
+    /// Opened by [`Db::open_read_only`]: every write is refused.
+    pub(crate) read_only: bool,
+    pub(crate) _lock: Option<Box<dyn FileLock>>,
+}
+
+/// An open database. Share it between threads with `Arc<Db>`; every method takes `&self`.
+///
+/// ```
+/// # fn main() -> shale::Result<()> {
+/// let dir = tempfile::tempdir().expect("tempdir");
+/// let db = shale::Db::open(dir.path(), shale::Options::default())?;
+/// db.put(b"hello", b"world")?;
+/// assert_eq!(db.get(b"hello")?, Some(b"world".to_vec()));
+/// db.delete(b"hello")?;
+/// assert_eq!(db.get(b"hello")?, None);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+impl Db {
+    /// Opens (and by default creates) the database in directory `path`, replaying its WAL.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        open::open(path.as_ref(), options)
+    }
+
+    /// Opens the database in `path` for reading only: it takes no lock, writes nothing (the WAL
+    /// is replayed into memory) and runs no background work. Writes, flushes and compactions
+    /// return [`Error::InvalidArgument`]. Use it to inspect a database, even one another process
+    /// has open (this handle then sees the state as of its open).
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        open::open_read_only(path.as_ref(), options)
+    }
+
+    /// Deletes the database in `path`: its files and, if then empty, the directory.
+    pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
+        open::destroy(path.as_ref(), options)
+    }
+
+    /// Salvages what it can from a damaged database in `path`: every readable entry of every
+    /// table and WAL is rewritten under a new manifest; damaged files move to `path/lost/`.
+    /// The database must not be open.
+    pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<RepairReport> {
+        repair::repair(path.as_ref(), options)
+    }
+
+    /// The directory the database lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` with explicit write options.
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.inner.write(options, Some(batch))
+    }
+
+    /// Sets `key` to `value`, expiring after `ttl`: once it has passed, reads no longer see the
+    /// value and compaction reclaims its space.
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_with_expiry(key, value, self.inner.expiry_after(ttl));
+        self.inner.write(&WriteOptions::default(), Some(batch))
+    }
+
+    /// Removes `key` (not an error if it is absent).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Removes `key` with explicit write options.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, options: &WriteOptions) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.inner.write(options, Some(batch))
+    }
+
+    /// Adds a merge operand for `key`; fails if no merge operator is configured.
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.merge_opt(key, operand, &WriteOptions::default())
+    }
+
+    /// Adds a merge operand for `key` with explicit write options.
+    pub fn merge_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.merge(key, operand);
+        self.inner.write(options, Some(batch))
+    }
+
+    /// Applies every operation of `batch` atomically.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies every operation of `batch` atomically, with explicit write options.
+    pub fn write_opt(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.write(options, Some(batch))
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.get(&ReadOptions::default(), key.as_ref())
+    }
+
+    /// The value of `key` with explicit read options (e.g. at a snapshot).
+    pub fn get_opt(&self, key: impl AsRef<[u8]>, options: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.inner.get(options, key.as_ref())
+    }
+
+    /// A cursor over the database (or the snapshot in `options`), within its bounds.
+    pub fn iter(&self, options: ReadOptions) -> DbIterator {
+        self.inner.iter(&options)
+    }
+
+    /// A Rust iterator over the keys in `range`, as `(key, value)` pairs; `.rev()` walks it
+    /// backwards.
+    pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> Range {
+        Range::new(
+            self.iter(ReadOptions::default()),
+            self.iter(ReadOptions::default()),
+            range,
+        )
+    }
+
+    /// A Rust iterator over every key that starts with `prefix` (bytewise comparator).
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Range {
+        Range::prefix(self, prefix.as_ref())
+    }
+
+    /// Pins the current state: reads given this snapshot see exactly the writes made before it.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner
+            .snapshots
+            .acquire(self.inner.last_sequence.load(Ordering::Acquire))
+    }
+
+    /// Freezes the memtable and waits until it (and any frozen before it) is in a table.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Compacts every level's tables overlapping the user-key range `[begin, end]` (None:
+    /// unbounded) down the tree, dropping overwritten and deleted data.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.compact_range(begin, end)
+    }
+
+    /// Approximate bytes on disk used by each user-key range `[start, end)`.
+    pub fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Result<Vec<u64>> {
+        self.inner.approximate_sizes(ranges)
+    }
+
+    /// A named property: `shale.stats`, `shale.num-files-at-level<N>`, `shale.sstables`,
+    /// `shale.approximate-memory-usage`, `shale.block-cache-usage`, `shale.total-sst-size`,
+    /// `shale.last-sequence`. `None` for an unknown name.
+    pub fn property(&self, name: &str) -> Option<String> {
+        self.inner.property(name)
+    }
+
+    /// Structured statistics: per-level files and bytes, compaction work, amplification, memory.
+    pub fn stats(&self) -> DbStats {
+        self.inner.stats()
+    }
+
+    /// The sequence number of the last acknowledged write.
+    pub fn latest_sequence(&self) -> SequenceNumber {
+        self.inner.last_sequence.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        {
+            let _state = self.inner.state.lock();
+            self.inner.work_available.notify_all();
+            self.inner.background_done.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // Hand the WAL's last bytes to the OS; a failure here cannot be reported from drop, and
+        // every acknowledged write was already flushed by its writer.
+        if let Some(wal) = self.inner.wal.lock().as_mut() {
+            let _ = wal.flush();
+            let _ = wal.close();
+        }
+    }
+}
+
+impl DbInner {
+    /// The expiry for a write made now with the database's default TTL, if it has one.
+    pub(crate) fn default_expiry(&self) -> Option<u64> {
+        self.options.default_ttl.map(|ttl| self.expiry_after(ttl))
+    }
+
+    pub(crate) fn expiry_after(&self, ttl: std::time::Duration) -> u64 {
+        let micros = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX);
+        self.options.clock.now_micros().saturating_add(micros)
+    }
+
+    /// Publishes the current memtables and version to readers. REQUIRES: `state` held.
+    pub(crate) fn install_view(&self, state: &DbState) {
+        let view = ReadView {
+            mem: state.mem.clone(),
+            imm: state.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
+            version: state.versions.current(),
+        };
+        *self.view.write() = Arc::new(view);
+    }
+
+    pub(crate) fn current_view(&self) -> Arc<ReadView> {
+        self.view.read().clone()
+    }
+
+    /// Records a background failure; every later write fails until reopen.
+    pub(crate) fn set_bg_error(&self, state: &mut DbState, error: &Error) {
+        if state.bg_error.is_none() {
+            tracing::error!(dir = %self.dir.display(), %error, "database poisoned");
+            state.bg_error = Some(error.duplicate());
+        }
+        self.background_done.notify_all();
+    }
+
+    pub(crate) fn check_bg_error(state: &DbState) -> Result<()> {
+        match &state.bg_error {
+            Some(e) => Err(Error::Poisoned(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! Opening a database: the lock, creation or recovery of the manifest, WAL replay into level-0
+//! tables, and the start of background threads. What recovery finds is durable before `open`
+//! returns: replayed writes are flushed to tables and recorded in a new manifest.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::write::insert_into_memtable;
+use super::{Db, DbInner, DbState, ReadView};
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::filename::{
+    current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
+};
+use crate::key::InternalKeyComparator;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::snapshot::SnapshotList;
+use crate::table_cache::TableCache;
+use crate::version::{VersionEdit, VersionSet};
+use crate::wal::{LogKind, LogReader, LogWriter};
+
+pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
+    options.validate()?;
+    let fs = options.fs.clone();
+    fs.create_dir_all(dir)?;
+    let lock = fs.lock(&lock_file_name(dir))?;
+    let icmp = InternalKeyComparator::new(options.comparator.clone());
+    let mut versions = VersionSet::new(dir.to_path_buf(), options.clone());
+    if fs.exists(&current_file_name(dir)) {
+        if options.error_if_exists {
+            return Err(Error::Exists(format!(
+                "database {} already exists (error_if_exists is set)",
+                dir.display()
+            )));
+        }
+    } else {
+        if !options.create_if_missing {
+            return Err(Error::Exists(format!(
+                "database {} does not exist (create_if_missing is false)",
+                dir.display()
+            )));
+        }
+        versions.create_new_db()?;
+    }
+    let recovered = versions.recover()?;
+
+    let block_cache = (options.block_cache_capacity > 0)
+        .then(|| Arc::new(BlockCache::new(options.block_cache_capacity)));
+    let table_cache = Arc::new(TableCache::new(
+        dir.to_path_buf(),
+        &options,
+        block_cache.clone(),
+    ));
+
+    if options.paranoid_checks {
+        let version = versions.current();
+        for level in 0..crate::limits::NUM_LEVELS {
+            for f in version.files(level) {
+                table_cache.get(f.number)?;
+            }
+        }
+    }
+
+    // Replay every WAL the manifest does not yet cover, oldest first. Numbers of files the
+    // manifest does not know (say, a table whose edit was lost with a torn manifest tail) are
+    // never handed out again.
+    let names = fs.list(dir)?;
+    let mut wals: Vec<u64> = Vec::new();
+    for name in &names {
+        match parse_file_name(name) {
+            Some(FileType::Wal(n)) => {
+                versions.mark_file_number_used(n);
+                if n >= recovered.log_number {
+                    wals.push(n);
+                }
+            }
+            Some(FileType::Table(n) | FileType::Manifest(n)) => versions.mark_file_number_used(n),
+            _ => {}
+        }
+    }
+    wals.sort_unstable();
+    let mut edit = VersionEdit::default();
+    let mut last_sequence = recovered.last_sequence;
+    let mut mem = Arc::new(MemTable::new(icmp.clone()));
+    let replay = Replay {
+        dir,
+        options: &options,
+        icmp: &icmp,
+        read_only: false,
+    };
+    for (i, &number) in wals.iter().enumerate() {
+        versions.mark_file_number_used(number);
+        let is_last = i + 1 == wals.len();
+        replay.replay_wal(
+            number,
+            is_last,
+            &mut mem,
+            &mut last_sequence,
+            &mut versions,
+            &mut edit,
+        )?;
+    }
+    if !mem.is_empty() {
+        replay.flush_recovered(&mem, &mut versions, &mut edit)?;
+    }
+
+    // A fresh WAL for new writes; the replayed ones become obsolete with this edit.
+    let wal_number = versions.new_file_number();
+    let wal_path = wal_file_name(dir, wal_number);
+    let wal = LogWriter::new(fs.create(&wal_path)?, wal_path, LogKind::Wal, wal_number)?;
+    fs.sync_dir(dir)?;
+    edit.log_number = Some(wal_number);
+    versions.set_last_sequence(last_sequence);
+    versions.log_and_apply(edit)?;
+
+    let inner = Arc::new(build_inner(Parts {
+        dir,
+        options,
+        icmp: icmp.clone(),
+        table_cache,
+        block_cache,
+        versions,
+        mem: Arc::new(MemTable::new(icmp)),
+        wal: Some(wal),
+        wal_number,
+        last_sequence,
+        lock: Some(lock),
+        read_only: false,
+    }));
+    {
+        let mut state = inner.state.lock();
+        inner.delete_obsolete_files(&mut state);
+    }
+    let mut threads = Vec::new();
+    for i in 0..inner.options.max_background_jobs {
+        let worker = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("shale-bg-{i}"))
+            .spawn(move || worker.background_loop())
+            .map_err(|e| Error::io("spawn background thread", dir, e))?;
+        threads.push(handle);
+    }
+    inner.work_available.notify_all();
+    Ok(Db { inner, threads })
+}
+
+/// Everything a [`DbInner`] is made of.
+struct Parts<'a> {
+    dir: &'a Path,
+    options: Options,
+    icmp: InternalKeyComparator,
+    table_cache: Arc<TableCache>,
+    block_cache: Option<Arc<BlockCache>>,
+    versions: VersionSet,
+    mem: Arc<MemTable>,
+    wal: Option<LogWriter>,
+    wal_number: u64,
+    last_sequence: u64,
+    lock: Option<Box<dyn crate::env::FileLock>>,
+    read_only: bool,
+}
+
+fn build_inner(p: Parts<'_>) -> DbInner {
+    let view = ReadView {
+        mem: p.mem.clone(),
+        imm: Vec::new(),
+        version: p.versions.current(),
+    };
+    DbInner {
+        dir: p.dir.to_path_buf(),
+        icmp: p.icmp,
+        table_cache: p.table_cache,
+        block_cache: p.block_cache,
+        snapshots: Arc::new(SnapshotList::default()),
+        state: Mutex::new(DbState {
+            mem: p.mem,
+            mem_wal_number: p.wal_number,
+            imm: VecDeque::new(),
+            versions: p.versions,
+            bg_error: None,
+            pending_outputs: BTreeSet::new(),
+            writers: VecDeque::new(),
+            finished_writes: HashMap::new(),
+            next_writer_id: 0,
+            flush_running: false,
+            compaction_running: false,
+            manual_waiting: 0,
+        }),
+        background_done: Condvar::new(),
+        work_available: Condvar::new(),
+        wal: Mutex::new(p.wal),
+        last_sequence: AtomicU64::new(p.last_sequence),
+        view: RwLock::new(Arc::new(view)),
+        stats: Default::default(),
+        shutting_down: AtomicBool::new(false),
+        read_only: p.read_only,
+        _lock: p.lock,
+        options: p.options,
+    }
+}
+
+/// Opens the database without writing anything: no lock, no new WAL or manifest, no
+/// background work. The WAL is replayed into memory. Another process may be writing the
+/// database meanwhile; this handle sees the state as of its open.
+pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
+    options.validate()?;
+    let fs = options.fs.clone();
+    if !fs.exists(&current_file_name(dir)) {
+        return Err(Error::Exists(format!(
+            "database {} does not exist",
+            dir.display()
+        )));
+    }
+    let icmp = InternalKeyComparator::new(options.comparator.clone());
+    let mut versions = VersionSet::new(dir.to_path_buf(), options.clone());
+    let recovered = versions.recover()?;
+    let block_cache = (options.block_cache_capacity > 0)
+        .then(|| Arc::new(BlockCache::new(options.block_cache_capacity)));
+    let table_cache = Arc::new(TableCache::new(
+        dir.to_path_buf(),
+        &options,
+        block_cache.clone(),
+    ));
+    let mut wals: Vec<u64> = fs
+        .list(dir)?
+        .iter()
+        .filter_map(|name| match parse_file_name(name) {
+            Some(FileType::Wal(n)) if n >= recovered.log_number => Some(n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let mut mem = Arc::new(MemTable::new(icmp.clone()));
+    let mut last_sequence = recovered.last_sequence;
+    let mut edit = VersionEdit::default();
+    let replay = Replay {
+        dir,
+        options: &options,
+        icmp: &icmp,
+        read_only: true,
+    };
+    for (i, &number) in wals.iter().enumerate() {
+        let is_last = i + 1 == wals.len();
+        replay.replay_wal(
+            number,
+            is_last,
+            &mut mem,
+            &mut last_sequence,
+            &mut versions,
+            &mut edit,
+        )?;
+    }
+    let inner = Arc::new(build_inner(Parts {
+        dir,
+        options,
+        icmp,
+        table_cache,
+        block_cache,
+        versions,
+        mem,
+        wal: None,
+        wal_number: 0,
+        last_sequence,
+        lock: None,
+        read_only: true,
+    }));
+    Ok(Db {
+        inner,
+        threads: Vec::new(),
+    })
+}
+
+struct Replay<'a> {
+    dir: &'a Path,
+    options: &'a Options,
+    icmp: &'a InternalKeyComparator,
+    /// Keep everything in memory: nothing may be written.
+    read_only: bool,
+}
+
+impl Replay<'_> {
+    /// Applies one WAL's batches to `mem`, flushing it to level 0 whenever it fills.
+    fn replay_wal(
+        &self,
+        number: u64,
+        is_last: bool,
+        mem: &mut Arc<MemTable>,
+        last_sequence: &mut u64,
+        versions: &mut VersionSet,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let path = wal_file_name(self.dir, number);
+        let file = self.options.fs.open_sequential(&path)?;
+        let mut reader = LogReader::new(file, path.clone(), LogKind::Wal, Some(number));
+        let mut records = 0u64;
+        while let Some(record) = reader.read_record()? {
+            let offset = reader.last_record_offset();
+            let batch = WriteBatch::from_data(record, &path, offset)?;
+            let first = batch.sequence();
+            insert_into_memtable(mem, &batch, first)?;
+            let last = first + u64::from(batch.count()).saturating_sub(1);
+            *last_sequence = (*last_sequence).max(last);
+            records += 1;
+            if !self.read_only && mem.approximate_memory_usage() >= self.options.write_buffer_size {
+                self.flush_recovered(mem, versions, edit)?;
+                *mem = Arc::new(MemTable::new(self.icmp.clone()));
+            }
+        }
+        if let Some(torn) = reader.torn_tail() {
+            if !is_last {
+                // Only the newest WAL can have been cut short by a crash: every older one was
+                // synced and closed before the next began.
+                return Err(Error::corruption(
+                    &path,
+                    torn.offset,
+                    format!("{} in a WAL that is not the newest", torn.reason),
+                ));
+            }
+            tracing::warn!(
+                wal = %path.display(),
+                offset = torn.offset,
+                dropped_bytes = torn.dropped_bytes,
+                reason = %torn.reason,
+                "dropped torn WAL tail"
+            );
+        }
+        tracing::debug!(wal = %path.display(), records, "replayed WAL");
+        Ok(())
+    }
+
+    fn flush_recovered(
+        &self,
+        mem: &Arc<MemTable>,
+        versions: &mut VersionSet,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let number = versions.new_file_number();
+        let mut iter = mem.iter();
+        crate::iter::InternalIterator::seek_to_first(&mut iter);
+        if let Some(meta) =
+            super::background::build_table(self.dir, self.options, number, &mut iter)?
+        {
+            self.options.fs.sync_dir(self.dir)?;
+            edit.add_file(0, meta);
+        }
+        Ok(())
+    }
+}
+
+/// Deletes every file shale recognises in `dir`, then the directory if it is empty.
+pub(crate) fn destroy(dir: &Path, options: &Options) -> Result<()> {
+    let fs = options.fs.clone();
+    if !fs.exists(dir) {
+        return Ok(());
+    }
+    let lock_path = lock_file_name(dir);
+    let lock = fs.lock(&lock_path)?;
+    for name in fs.list(dir)? {
+        match parse_file_name(&name) {
+            Some(FileType::Lock) | None => {}
+            Some(_) => fs.remove(&dir.join(&name))?,
+        }
+    }
+    drop(lock);
+    let _ = fs.remove(&lock_path);
+    if fs.list(dir)?.is_empty() {
+        fs.remove_dir(dir)?;
+    }
+    Ok(())
+}

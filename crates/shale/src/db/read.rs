@@ -1,0 +1,396 @@
+//! The read path: point lookups that stop at the first source holding a full value (or a
+//! deletion) for the key, and iterators that merge every source.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Db, DbInner, ReadView};
+use crate::error::{Error, Result};
+use crate::iter::{
+    split_expiring, DbIterator, InternalIterator, LevelIterator, MergingIterator, ReadContext,
+};
+use crate::key::{parse_internal_key, LookupKey, ValueKind};
+use crate::options::ReadOptions;
+use crate::sstable::ReadFlags;
+
+/// Gathers what a point lookup finds, newest entry first.
+struct GetState<'a> {
+    user_key: &'a [u8],
+    ctx: &'a ReadContext,
+    /// Merge operands seen so far, newest first.
+    operands: Vec<Vec<u8>>,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// Keep looking in older sources.
+    Searching,
+    /// A full value (or a merge result) was found.
+    Found(Vec<u8>),
+    /// A deletion or an expired value ends the search with no base value.
+    Deleted,
+}
+
+impl GetState<'_> {
+    /// Looks at one entry; returns whether the source should keep feeding entries.
+    fn visit(&mut self, ikey: &[u8], value: &[u8]) -> Result<bool> {
+        let parsed = parse_internal_key(ikey).ok_or_else(|| {
+            Error::corruption("<read>", 0, format!("malformed internal key {ikey:?}"))
+        })?;
+        if self.ctx.user_cmp.compare(parsed.user_key, self.user_key) != CmpOrdering::Equal {
+            return Ok(false);
+        }
+        match parsed.kind {
+            ValueKind::Value => self.outcome = Outcome::Found(value.to_vec()),
+            ValueKind::ExpiringValue => {
+                let (expiry, v) = split_expiring(value).ok_or_else(|| {
+                    Error::corruption("<read>", 0, "expiring value shorter than its expiry")
+                })?;
+                self.outcome = if self.ctx.expired(expiry) {
+                    Outcome::Deleted
+                } else {
+                    Outcome::Found(v.to_vec())
+                };
+            }
+            ValueKind::Deletion => self.outcome = Outcome::Deleted,
+            ValueKind::Merge => {
+                self.operands.push(value.to_vec());
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn done(&self) -> bool {
+        !matches!(self.outcome, Outcome::Searching)
+    }
+
+    fn finish(mut self) -> Result<Option<Vec<u8>>> {
+        let base = match std::mem::replace(&mut self.outcome, Outcome::Searching) {
+            Outcome::Found(v) => Some(v),
+            Outcome::Deleted | Outcome::Searching => None,
+        };
+        if self.operands.is_empty() {
+            return Ok(base);
+        }
+        self.operands.reverse();
+        let refs: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
+        self.ctx
+            .merge(self.user_key, base.as_deref(), &refs)
+            .map(Some)
+    }
+}
+
+impl DbInner {
+    fn read_context(&self, options: &ReadOptions) -> (ReadContext, Arc<ReadView>) {
+        // Load the sequence before the view: the view then holds every write up to it.
+        let sequence = match &options.snapshot {
+            Some(s) => s.sequence(),
+            None => self.last_sequence.load(Ordering::Acquire),
+        };
+        let view = self.current_view();
+        let ctx = ReadContext {
+            user_cmp: self.icmp.user().clone(),
+            sequence,
+            now_micros: self.options.clock.now_micros(),
+            merge_operator: self.options.merge_operator.clone(),
+        };
+        (ctx, view)
+    }
+
+    fn read_flags(options: &ReadOptions) -> ReadFlags {
+        ReadFlags {
+            verify_checksums: !options.skip_checksums,
+            fill_cache: !options.dont_fill_cache,
+        }
+    }
+
+    pub(crate) fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if key.len() > crate::limits::MAX_KEY_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "key of {} bytes exceeds the limit of {} bytes",
+                key.len(),
+                crate::limits::MAX_KEY_BYTES
+            )));
+        }
+        let (ctx, view) = self.read_context(options);
+        let lookup = LookupKey::new(key, ctx.sequence);
+        let ikey = lookup.internal_key();
+        let mut state = GetState {
+            user_key: key,
+            ctx: &ctx,
+            operands: Vec::new(),
+            outcome: Outcome::Searching,
+        };
+        view.mem.get(ikey, &mut |k, v| state.visit(k, v))?;
+        if state.done() {
+            return state.finish();
+        }
+        for imm in &view.imm {
+            imm.get(ikey, &mut |k, v| state.visit(k, v))?;
+            if state.done() {
+                return state.finish();
+            }
+        }
+        let flags = Self::read_flags(options);
+        for (_level, file) in view.version.files_for_key(key) {
+            let table = self.table_cache.get(file.number)?;
+            table.get(flags, ikey, &mut |k, v| state.visit(k, v))?;
+            if state.done() {
+                break;
+            }
+        }
+        self.stats.gets.fetch_add(1, Ordering::Relaxed);
+        state.finish()
+    }
+
+    /// Every source of `view` as one merged internal iterator.
+    pub(crate) fn internal_iter(
+        &self,
+        view: &ReadView,
+        flags: ReadFlags,
+    ) -> Box<dyn InternalIterator> {
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        children.push(Box::new(view.mem.iter()));
+        for imm in &view.imm {
+            children.push(Box::new(imm.iter()));
+        }
+        for file in view.version.files(0) {
+            children.push(self.table_cache.iter(file.number, flags));
+        }
+        for level in 1..crate::limits::NUM_LEVELS {
+            let files = view.version.files(level);
+            if !files.is_empty() {
+                children.push(Box::new(LevelIterator::new(
+                    self.icmp.clone(),
+                    files.to_vec(),
+                    self.table_cache.clone(),
+                    flags,
+                )));
+            }
+        }
+        Box::new(MergingIterator::new(self.icmp.clone(), children))
+    }
+
+    pub(crate) fn iter(&self, options: &ReadOptions) -> DbIterator {
+        let (ctx, view) = self.read_context(options);
+        let inner = self.internal_iter(&view, Self::read_flags(options));
+        DbIterator::new(
+            inner,
+            ctx,
+            options.lower_bound.clone(),
+            options.upper_bound.clone(),
+            Box::new(view),
+        )
+    }
+
+    pub(crate) fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Result<Vec<u64>> {
+        let view = self.current_view();
+        let mut sizes = Vec::with_capacity(ranges.len());
+        for (start, end) in ranges {
+            let start_key = LookupKey::new(start, crate::key::MAX_SEQUENCE);
+            let end_key = LookupKey::new(end, crate::key::MAX_SEQUENCE);
+            let mut total = 0u64;
+            for level in 0..crate::limits::NUM_LEVELS {
+                for file in view.version.files(level) {
+                    if self.icmp.compare(&file.largest, start_key.internal_key())
+                        == CmpOrdering::Less
+                        || self.icmp.compare(&file.smallest, end_key.internal_key())
+                            != CmpOrdering::Less
+                    {
+                        continue;
+                    }
+                    let table = self.table_cache.get(file.number)?;
+                    let a = table.approximate_offset_of(start_key.internal_key());
+                    let b = table.approximate_offset_of(end_key.internal_key());
+                    total += b.saturating_sub(a);
+                }
+            }
+            sizes.push(total);
+        }
+        Ok(sizes)
+    }
+}
+
+/// A Rust iterator over a key range, from [`Db::range`] or [`Db::prefix`]. Yields
+/// `Result<(key, value)>`; an error ends the iteration. Double-ended: `.rev()` walks backwards,
+/// and both ends may be used at once without crossing.
+pub struct Range {
+    front: DbIterator,
+    back: DbIterator,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+    front_started: bool,
+    back_started: bool,
+    /// Last key yielded from each end; the ends stop when they meet.
+    front_last: Option<Vec<u8>>,
+    back_last: Option<Vec<u8>>,
+    finished: bool,
+}
+
+fn owned(b: Bound<&impl AsRef<[u8]>>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Range {
+    pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        front: DbIterator,
+        back: DbIterator,
+        range: R,
+    ) -> Range {
+        Range {
+            front,
+            back,
+            start: owned(range.start_bound()),
+            end: owned(range.end_bound()),
+            prefix: None,
+            front_started: false,
+            back_started: false,
+            front_last: None,
+            back_last: None,
+            finished: false,
+        }
+    }
+
+    pub(crate) fn prefix(db: &Db, prefix: &[u8]) -> Range {
+        let mut options = ReadOptions {
+            lower_bound: Some(prefix.to_vec()),
+            ..ReadOptions::default()
+        };
+        // The smallest key after every key with this prefix (none if the prefix is all 0xff).
+        let mut upper = prefix.to_vec();
+        while let Some(last) = upper.pop() {
+            if last < 0xff {
+                upper.push(last + 1);
+                options.upper_bound = Some(upper);
+                break;
+            }
+        }
+        let mut r = Range::new::<&[u8], _>(db.iter(options.clone()), db.iter(options), ..);
+        r.prefix = Some(prefix.to_vec());
+        r
+    }
+
+    fn compare_keys(&self, a: &[u8], b: &[u8]) -> CmpOrdering {
+        self.front.comparator().compare(a, b)
+    }
+
+    fn in_range(&self, key: &[u8]) -> bool {
+        let after_start = match &self.start {
+            Bound::Included(s) => self.compare_keys(key, s) != CmpOrdering::Less,
+            Bound::Excluded(s) => self.compare_keys(key, s) == CmpOrdering::Greater,
+            Bound::Unbounded => true,
+        };
+        let before_end = match &self.end {
+            Bound::Included(e) => self.compare_keys(key, e) != CmpOrdering::Greater,
+            Bound::Excluded(e) => self.compare_keys(key, e) == CmpOrdering::Less,
+            Bound::Unbounded => true,
+        };
+        let prefixed = self.prefix.as_ref().is_none_or(|p| key.starts_with(p));
+        after_start && before_end && prefixed
+    }
+
+    fn take(&mut self, from_front: bool) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        if self.finished {
+            return None;
+        }
+        let it = if from_front { &self.front } else { &self.back };
+        if !it.valid() {
+            self.finished = true;
+            return it.status().err().map(Err);
+        }
+        let key = it.key().to_vec();
+        let crossed = if from_front {
+            self.back_last
+                .as_ref()
+                .is_some_and(|b| self.compare_keys(&key, b) != CmpOrdering::Less)
+        } else {
+            self.front_last
+                .as_ref()
+                .is_some_and(|f| self.compare_keys(&key, f) != CmpOrdering::Greater)
+        };
+        if crossed || !self.in_range(&key) {
+            self.finished = true;
+            return None;
+        }
+        let value = it.value().to_vec();
+        if from_front {
+            self.front_last = Some(key.clone());
+        } else {
+            self.back_last = Some(key.clone());
+        }
+        Some(Ok((key, value)))
+    }
+}
+
+impl Iterator for Range {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        if !self.front_started {
+            self.front_started = true;
+            match &self.start {
+                Bound::Included(s) | Bound::Excluded(s) => {
+                    let s = s.clone();
+                    self.front.seek(&s);
+                    if matches!(self.start, Bound::Excluded(_))
+                        && self.front.valid()
+                        && self.compare_keys(self.front.key(), &s) == CmpOrdering::Equal
+                    {
+                        self.front.next();
+                    }
+                }
+                Bound::Unbounded => self.front.seek_to_first(),
+            }
+        } else {
+            self.front.next();
+        }
+        self.take(true)
+    }
+}
+
+impl DoubleEndedIterator for Range {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        if !self.back_started {
+            self.back_started = true;
+            match &self.end {
+                Bound::Included(e) | Bound::Excluded(e) => {
+                    let e = e.clone();
+                    self.back.seek_for_prev(&e);
+                    if matches!(self.end, Bound::Excluded(_))
+                        && self.back.valid()
+                        && self.compare_keys(self.back.key(), &e) == CmpOrdering::Equal
+                    {
+                        self.back.prev();
+                    }
+                }
+                Bound::Unbounded => self.back.seek_to_last(),
+            }
+        } else {
+            self.back.prev();
+        }
+        self.take(false)
+    }
+}
+
+impl std::fmt::Debug for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Range")
+            .field("start", &self.start)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
+}

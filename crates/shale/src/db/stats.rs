@@ -1,0 +1,280 @@
+//! Counters and the statistics reported by `Db::stats` and the `shale.*` properties.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::DbInner;
+use crate::batch::WriteBatch;
+use crate::limits::NUM_LEVELS;
+
+/// Counters updated on the hot paths with relaxed atomics.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) user_bytes_written: AtomicU64,
+    pub(crate) user_writes: AtomicU64,
+    pub(crate) wal_bytes: AtomicU64,
+    pub(crate) wal_syncs: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) slowdowns: AtomicU64,
+    pub(crate) stalls: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) flush_bytes: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) trivial_moves: AtomicU64,
+    pub(crate) expired_dropped: AtomicU64,
+    pub(crate) filtered_dropped: AtomicU64,
+    pub(crate) per_level: [LevelCounters; NUM_LEVELS],
+}
+
+/// Compaction work done into one level.
+#[derive(Default)]
+pub(crate) struct LevelCounters {
+    pub(crate) compactions: AtomicU64,
+    pub(crate) bytes_read: AtomicU64,
+    pub(crate) bytes_written: AtomicU64,
+    pub(crate) micros: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn record_user_write(&self, batch: &WriteBatch) {
+        self.user_writes
+            .fetch_add(u64::from(batch.count()), Ordering::Relaxed);
+        self.user_bytes_written
+            .fetch_add(batch.data_size() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Per-level figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelStats {
+    /// Level number.
+    pub level: usize,
+    /// Table files in the level.
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// The level's compaction score (>= 1 means it is due).
+    pub score: f64,
+    /// Compactions that wrote into this level (flushes for level 0).
+    pub compactions: u64,
+    /// Bytes read by those compactions.
+    pub bytes_read: u64,
+    /// Bytes written by those compactions.
+    pub bytes_written: u64,
+    /// Time those compactions took, in microseconds.
+    pub micros: u64,
+}
+
+/// A snapshot of the database's statistics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DbStats {
+    /// One entry per level.
+    pub levels: Vec<LevelStats>,
+    /// Bytes of user data written (encoded batches).
+    pub user_bytes_written: u64,
+    /// Operations written.
+    pub user_writes: u64,
+    /// Bytes appended to WALs.
+    pub wal_bytes: u64,
+    /// WAL syncs.
+    pub wal_syncs: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Memtables flushed.
+    pub flushes: u64,
+    /// Compactions run (excluding trivial moves).
+    pub compactions: u64,
+    /// Tables moved down a level without rewriting.
+    pub trivial_moves: u64,
+    /// Bytes written to tables and WALs for each byte of user data.
+    pub write_amplification: f64,
+    /// Writes delayed by a level-0 slowdown.
+    pub slowdowns: u64,
+    /// Times a writer had to wait for a flush or compaction.
+    pub stalls: u64,
+    /// Expired entries dropped by compaction.
+    pub expired_dropped: u64,
+    /// Entries removed by the compaction filter.
+    pub filtered_dropped: u64,
+    /// Bytes held by memtables.
+    pub memtable_bytes: u64,
+    /// Bytes held by the block cache.
+    pub block_cache_usage: u64,
+    /// Capacity of the block cache.
+    pub block_cache_capacity: u64,
+    /// Block cache hits.
+    pub block_cache_hits: u64,
+    /// Block cache misses.
+    pub block_cache_misses: u64,
+    /// Sequence number of the last write.
+    pub last_sequence: u64,
+}
+
+impl DbInner {
+    pub(crate) fn stats(&self) -> DbStats {
+        let view = self.current_view();
+        let scores = self.state.lock().versions.level_scores();
+        let c = &self.stats;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let levels: Vec<LevelStats> = (0..NUM_LEVELS)
+            .map(|level| LevelStats {
+                level,
+                files: view.version.num_files(level),
+                bytes: view.version.level_bytes(level),
+                score: scores.get(level).copied().unwrap_or(0.0),
+                compactions: load(&c.per_level[level].compactions),
+                bytes_read: load(&c.per_level[level].bytes_read),
+                bytes_written: load(&c.per_level[level].bytes_written),
+                micros: load(&c.per_level[level].micros),
+            })
+            .collect();
+        let user = load(&c.user_bytes_written);
+        let table_bytes: u64 = levels.iter().map(|l| l.bytes_written).sum();
+        let wal = load(&c.wal_bytes);
+        let memtable_bytes = view.mem.approximate_memory_usage()
+            + view
+                .imm
+                .iter()
+                .map(|m| m.approximate_memory_usage())
+                .sum::<usize>();
+        let (usage, capacity, hits, misses) = match &self.block_cache {
+            Some(cache) => (
+                cache.usage() as u64,
+                cache.capacity() as u64,
+                cache.hits(),
+                cache.misses(),
+            ),
+            None => (0, 0, 0, 0),
+        };
+        DbStats {
+            levels,
+            user_bytes_written: user,
+            user_writes: load(&c.user_writes),
+            wal_bytes: wal,
+            wal_syncs: load(&c.wal_syncs),
+            flush_bytes: load(&c.flush_bytes),
+            flushes: load(&c.flushes),
+            compactions: load(&c.compactions),
+            trivial_moves: load(&c.trivial_moves),
+            write_amplification: if user == 0 {
+                0.0
+            } else {
+                (table_bytes + wal) as f64 / user as f64
+            },
+            slowdowns: load(&c.slowdowns),
+            stalls: load(&c.stalls),
+            expired_dropped: load(&c.expired_dropped),
+            filtered_dropped: load(&c.filtered_dropped),
+            memtable_bytes: memtable_bytes as u64,
+            block_cache_usage: usage,
+            block_cache_capacity: capacity,
+            block_cache_hits: hits,
+            block_cache_misses: misses,
+            last_sequence: self.last_sequence.load(Ordering::Acquire),
+        }
+    }
+
+    pub(crate) fn property(&self, name: &str) -> Option<String> {
+        let rest = name.strip_prefix("shale.")?;
+        if let Some(level) = rest.strip_prefix("num-files-at-level") {
+            let level: usize = level.parse().ok()?;
+            return (level < NUM_LEVELS)
+                .then(|| self.current_view().version.num_files(level).to_string());
+        }
+        match rest {
+            "stats" => Some(format_stats(&self.stats())),
+            "sstables" => {
+                let view = self.current_view();
+                let mut out = String::new();
+                for level in 0..NUM_LEVELS {
+                    let _ = writeln!(out, "--- level {level} ---");
+                    for f in view.version.files(level) {
+                        let _ = writeln!(
+                            out,
+                            " {}:{}[{:?} .. {:?}]",
+                            f.number,
+                            f.file_size,
+                            String::from_utf8_lossy(f.smallest_user_key()),
+                            String::from_utf8_lossy(f.largest_user_key())
+                        );
+                    }
+                }
+                Some(out)
+            }
+            "approximate-memory-usage" => Some(self.stats().memtable_bytes.to_string()),
+            "block-cache-usage" => Some(self.stats().block_cache_usage.to_string()),
+            "total-sst-size" => {
+                let view = self.current_view();
+                Some(
+                    (0..NUM_LEVELS)
+                        .map(|l| view.version.level_bytes(l))
+                        .sum::<u64>()
+                        .to_string(),
+                )
+            }
+            "last-sequence" => Some(self.last_sequence.load(Ordering::Acquire).to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The multi-line table of `shale.stats`.
+pub(crate) fn format_stats(s: &DbStats) -> String {
+    let mb = |b: u64| b as f64 / 1048576.0;
+    let mut out = String::new();
+    let _ = writeln!(out, "                               Compactions");
+    let _ = writeln!(
+        out,
+        "Level  Files Size(MB) Score Time(sec) Count Read(MB) Write(MB)"
+    );
+    let _ = writeln!(
+        out,
+        "---------------------------------------------------------------"
+    );
+    for l in &s.levels {
+        if l.files == 0 && l.compactions == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:>5} {:>6} {:>8.1} {:>5.2} {:>9.1} {:>5} {:>8.1} {:>9.1}",
+            l.level,
+            l.files,
+            mb(l.bytes),
+            l.score,
+            l.micros as f64 / 1e6,
+            l.compactions,
+            mb(l.bytes_read),
+            mb(l.bytes_written)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "User writes: {} ops, {:.1} MB; WAL: {:.1} MB, {} syncs; write amplification {:.2}",
+        s.user_writes,
+        mb(s.user_bytes_written),
+        mb(s.wal_bytes),
+        s.wal_syncs,
+        s.write_amplification
+    );
+    let _ = writeln!(
+        out,
+        "Flushes: {}; compactions: {}; trivial moves: {}; slowdowns: {}; stalls: {}",
+        s.flushes, s.compactions, s.trivial_moves, s.slowdowns, s.stalls
+    );
+    let _ = writeln!(
+        out,
+        "Expired dropped: {}; filtered dropped: {}",
+        s.expired_dropped, s.filtered_dropped
+    );
+    let _ = writeln!(
+        out,
+        "Memtables: {:.1} MB; block cache: {:.1} / {:.1} MB, {} hits, {} misses",
+        mb(s.memtable_bytes),
+        mb(s.block_cache_usage),
+        mb(s.block_cache_capacity),
+        s.block_cache_hits,
+        s.block_cache_misses
+    );
+    out
+}

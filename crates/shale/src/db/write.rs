@@ -1,0 +1,304 @@
+//! The write path: a queue of writers whose head (the leader) gathers the batches behind it
+//! into one group, appends the group to the WAL as one record with at most one sync, inserts it
+//! into the memtable, and then acknowledges every writer of the group (group commit).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, MutexGuard};
+
+use super::{DbInner, DbState, PendingWrite};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename::wal_file_name;
+use crate::key::ValueKind;
+use crate::memtable::MemTable;
+use crate::options::WriteOptions;
+use crate::wal::{LogKind, LogWriter};
+
+/// A group grows to at most this many bytes, so one writer's latency stays bounded.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// A small leading batch limits the group further, so small writes are not slowed by big ones.
+const SMALL_BATCH_BYTES: usize = 128 << 10;
+/// How long one write is delayed when level 0 reaches the slowdown trigger.
+const SLOWDOWN_DELAY: Duration = Duration::from_millis(1);
+
+impl DbInner {
+    /// Queues `batch` (or, with `None`, a request to freeze the memtable) and returns once it is
+    /// applied (and synced, if asked).
+    pub(crate) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::InvalidArgument("database is open read-only".into()));
+        }
+        let batch = match batch {
+            Some(b) => {
+                b.validate()?;
+                if b.iter()
+                    .any(|e| matches!(e, Ok(e) if e.kind == ValueKind::Merge))
+                    && self.options.merge_operator.is_none()
+                {
+                    return Err(Error::InvalidArgument(
+                        "merge requires Options::merge_operator to be set".into(),
+                    ));
+                }
+                Some(self.apply_default_ttl(b)?)
+            }
+            None => None,
+        };
+        let wake = Arc::new(Condvar::new());
+        let mut state = self.state.lock();
+        let id = state.next_writer_id;
+        state.next_writer_id += 1;
+        let force = batch.is_none();
+        state.writers.push_back(PendingWrite {
+            id,
+            batch,
+            sync: options.sync,
+            disable_wal: options.disable_wal,
+            wake: wake.clone(),
+        });
+        loop {
+            if let Some(result) = state.finished_writes.remove(&id) {
+                return result;
+            }
+            if state.writers.front().map(|w| w.id) == Some(id) {
+                break;
+            }
+            wake.wait(&mut state);
+        }
+        // This writer leads: it does the work for itself and the group behind it.
+        let mut result = self.make_room_for_write(&mut state, force);
+        let mut group_len = 1;
+        if result.is_ok() && !force {
+            let (group, len, sync, disable_wal) = Self::build_group(&mut state);
+            group_len = len;
+            result = self.apply_group(&mut state, group, sync, disable_wal);
+        }
+        for _ in 0..group_len {
+            let Some(w) = state.writers.pop_front() else {
+                break;
+            };
+            if w.id != id {
+                let copy = match &result {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                };
+                state.finished_writes.insert(w.id, copy);
+                w.wake.notify_one();
+            }
+        }
+        if let Some(next) = state.writers.front() {
+            next.wake.notify_one();
+        }
+        result
+    }
+
+    /// Rewrites plain puts as expiring ones when the database has a default TTL.
+    fn apply_default_ttl(&self, batch: WriteBatch) -> Result<WriteBatch> {
+        let Some(expiry) = self.default_expiry() else {
+            return Ok(batch);
+        };
+        if !batch
+            .iter()
+            .any(|e| matches!(e, Ok(e) if e.kind == ValueKind::Value))
+        {
+            return Ok(batch);
+        }
+        let mut out = WriteBatch::new();
+        for entry in batch.iter() {
+            let entry = entry?;
+            match entry.kind {
+                ValueKind::Value => out.put_with_expiry(entry.key, entry.value, expiry),
+                ValueKind::Deletion => out.delete(entry.key),
+                ValueKind::Merge => out.merge(entry.key, entry.value),
+                ValueKind::ExpiringValue => {
+                    let (expiry, value) =
+                        crate::iter::split_expiring(entry.value).ok_or_else(|| {
+                            Error::InvalidArgument("expiring value shorter than its expiry".into())
+                        })?;
+                    out.put_with_expiry(entry.key, value, expiry)
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes the batches of the leader and of the writers behind it that can share its WAL
+    /// record. Returns the group, how many queue entries it covers, and its sync/WAL mode.
+    fn build_group(state: &mut DbState) -> (WriteBatch, usize, bool, bool) {
+        let (lead_sync, lead_no_wal) = match state.writers.front() {
+            Some(w) => (w.sync, w.disable_wal),
+            None => return (WriteBatch::new(), 0, false, false),
+        };
+        let mut group = state
+            .writers
+            .front_mut()
+            .and_then(|w| w.batch.take())
+            .unwrap_or_default();
+        let limit = if group.data_size() <= SMALL_BATCH_BYTES {
+            group.data_size() + SMALL_BATCH_BYTES
+        } else {
+            MAX_GROUP_BYTES
+        };
+        let mut len = 1;
+        for w in state.writers.iter_mut().skip(1) {
+            // A sync write must not ride in a group that will not sync; a request to freeze the
+            // memtable, or a different WAL mode, ends the group too.
+            if (w.sync && !lead_sync) || w.disable_wal != lead_no_wal {
+                break;
+            }
+            let Some(batch) = w.batch.as_ref() else { break };
+            if group.data_size() + batch.data_size() > limit {
+                break;
+            }
+            group.append(batch);
+            w.batch = None;
+            len += 1;
+        }
+        (group, len, lead_sync, lead_no_wal)
+    }
+
+    /// Logs and applies one group. Called by the leader with `state` held; releases it for the
+    /// I/O and the memtable insert.
+    fn apply_group(
+        &self,
+        state: &mut MutexGuard<'_, DbState>,
+        mut group: WriteBatch,
+        sync: bool,
+        disable_wal: bool,
+    ) -> Result<()> {
+        let first = self.last_sequence.load(Ordering::Acquire) + 1;
+        let count = u64::from(group.count());
+        group.set_sequence(first);
+        let mem = state.mem.clone();
+        let result = MutexGuard::unlocked(state, || -> Result<()> {
+            if !disable_wal {
+                let mut wal = self.wal.lock();
+                let Some(log) = wal.as_mut() else {
+                    return Err(Error::ShuttingDown);
+                };
+                log.add_record(group.data())?;
+                log.flush()?;
+                if sync {
+                    log.sync()?;
+                    self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+                }
+                self.stats
+                    .wal_bytes
+                    .fetch_add(group.data_size() as u64, Ordering::Relaxed);
+            }
+            insert_into_memtable(&mem, &group, first)
+        });
+        match result {
+            Ok(()) => {
+                let last = first + count - 1;
+                state.versions.set_last_sequence(last);
+                self.last_sequence.store(last, Ordering::Release);
+                self.stats.record_user_write(&group);
+                Ok(())
+            }
+            Err(e) => {
+                // The WAL may now hold part of the group: nothing later may be acknowledged.
+                self.set_bg_error(state, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes sure the active memtable has room, freezing it (and starting a new WAL) when it is
+    /// full or when `force` is set, and applies back-pressure when flushes or level-0
+    /// compactions fall behind.
+    pub(crate) fn make_room_for_write(
+        &self,
+        state: &mut MutexGuard<'_, DbState>,
+        mut force: bool,
+    ) -> Result<()> {
+        let mut allow_delay = !force;
+        loop {
+            Self::check_bg_error(state)?;
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::ShuttingDown);
+            }
+            let l0_files = state.versions.current().num_files(0);
+            if allow_delay && l0_files >= self.options.level0_slowdown_writes_trigger {
+                // Give compaction a little CPU instead of stopping the writer later.
+                self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);
+                MutexGuard::unlocked(state, || std::thread::sleep(SLOWDOWN_DELAY));
+                allow_delay = false;
+                continue;
+            }
+            if !force && state.mem.approximate_memory_usage() < self.options.write_buffer_size {
+                return Ok(());
+            }
+            if force && state.mem.is_empty() {
+                return Ok(());
+            }
+            if state.imm.len() + 1 >= self.options.max_write_buffer_number {
+                self.stats.stalls.fetch_add(1, Ordering::Relaxed);
+                self.work_available.notify_all();
+                self.background_done.wait(state);
+                continue;
+            }
+            if l0_files >= self.options.level0_stop_writes_trigger {
+                self.stats.stalls.fetch_add(1, Ordering::Relaxed);
+                self.work_available.notify_all();
+                self.background_done.wait(state);
+                continue;
+            }
+            self.switch_memtable(state)?;
+            force = false;
+        }
+    }
+
+    /// Freezes the active memtable and starts a new WAL. REQUIRES: `state` held by the leader.
+    fn switch_memtable(&self, state: &mut MutexGuard<'_, DbState>) -> Result<()> {
+        let number = state.versions.new_file_number();
+        let path = wal_file_name(&self.dir, number);
+        let file = self.options.fs.create(&path)?;
+        let new_log = LogWriter::new(file, path, LogKind::Wal, number)?;
+        self.options.fs.sync_dir(&self.dir)?;
+        {
+            let mut wal = self.wal.lock();
+            if let Some(old) = wal.as_mut() {
+                // The old WAL is complete: make it durable so that recovery never finds a
+                // hole before a later log.
+                if let Err(e) = old.sync().and_then(|()| old.close()) {
+                    self.set_bg_error(state, &e);
+                    return Err(e);
+                }
+            }
+            *wal = Some(new_log);
+        }
+        let old_mem = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(self.icmp.clone())));
+        let old_number = std::mem::replace(&mut state.mem_wal_number, number);
+        state.imm.push_back((old_mem, old_number));
+        self.install_view(state);
+        self.work_available.notify_all();
+        Ok(())
+    }
+
+    /// Freezes the memtable and waits until every frozen memtable is flushed.
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.write(&WriteOptions::default(), None)?;
+        let mut state = self.state.lock();
+        while !state.imm.is_empty() {
+            Self::check_bg_error(&state)?;
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::ShuttingDown);
+            }
+            self.work_available.notify_all();
+            self.background_done.wait(&mut state);
+        }
+        Self::check_bg_error(&state)
+    }
+}
+
+/// Inserts every entry of `batch` into `mem`, numbering them from `first`.
+pub(crate) fn insert_into_memtable(mem: &MemTable, batch: &WriteBatch, first: u64) -> Result<()> {
+    for (seq, entry) in (first..).zip(batch.iter()) {
+        let entry = entry?;
+        mem.add(seq, entry.kind, entry.key, entry.value);
+    }
+    Ok(())
+}

@@ -1,0 +1,704 @@
+//! The user-facing iterator: turns the merged stream of internal entries into user keys and
+//! values as of one sequence number, hiding newer writes, deletions, expired values and older
+//! versions, and combining merge operands.
+//!
+//! Forward mode: the inner iterator is positioned at or after the entries of the current user
+//! key. Reverse mode: it is positioned just before them (at the previous user key's oldest
+//! entry, or invalid). The current key (and the value, unless it can be borrowed from the inner
+//! iterator) is kept in `saved_key`/`saved_value`.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::InternalIterator;
+use crate::error::{Error, Result};
+use crate::key::{
+    make_internal_key, parse_internal_key, Comparator, SequenceNumber, ValueKind, MAX_SEQUENCE,
+};
+use crate::merge::MergeOperator;
+
+/// Bytes of the expiry prefix in an [`ValueKind::ExpiringValue`] value.
+pub(crate) const EXPIRY_PREFIX_LEN: usize = 8;
+
+/// Splits an expiring value into its expiry (microseconds since the epoch) and the user value.
+pub(crate) fn split_expiring(value: &[u8]) -> Option<(u64, &[u8])> {
+    let expiry = crate::codec::decode_fixed64(value)?;
+    Some((expiry, value.get(EXPIRY_PREFIX_LEN..)?))
+}
+
+/// Everything the read path needs to interpret entries: visibility, expiry and merges.
+#[derive(Clone)]
+pub(crate) struct ReadContext {
+    pub(crate) user_cmp: Arc<dyn Comparator>,
+    pub(crate) sequence: SequenceNumber,
+    pub(crate) now_micros: u64,
+    pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
+}
+
+impl ReadContext {
+    /// Applies merge `operands` (oldest first) to `base`.
+    pub(crate) fn merge(
+        &self,
+        user_key: &[u8],
+        base: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Vec<u8>> {
+        let Some(op) = &self.merge_operator else {
+            return Err(Error::InvalidArgument(format!(
+                "key {:?} has merge operands but no merge operator is configured",
+                String::from_utf8_lossy(user_key)
+            )));
+        };
+        op.full_merge(user_key, base, operands)
+            .map_err(|message| Error::Merge {
+                operator: op.name().to_string(),
+                key: String::from_utf8_lossy(user_key).into_owned(),
+                message,
+            })
+    }
+
+    /// True if an expiring value with this expiry is gone at the read's time.
+    pub(crate) fn expired(&self, expiry_micros: u64) -> bool {
+        expiry_micros <= self.now_micros
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// Where the current value lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueSource {
+    /// In the inner iterator's current value, from this offset.
+    Inner(usize),
+    /// In `saved_value`.
+    Saved,
+}
+
+/// A cursor over user keys and values, as of one snapshot, within optional bounds.
+///
+/// Obtain one from [`crate::Db::iter`]. After any positioning call, check [`DbIterator::valid`];
+/// when it turns false, [`DbIterator::status`] tells an error from the end of the data.
+pub struct DbIterator {
+    inner: Box<dyn InternalIterator>,
+    ctx: ReadContext,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+    value_source: ValueSource,
+    error: Option<Error>,
+    /// Keeps alive what the inner iterators read from (memtables, the version's files).
+    _pin: Box<dyn Send + Sync>,
+}
+
+impl DbIterator {
+    pub(crate) fn new(
+        inner: Box<dyn InternalIterator>,
+        ctx: ReadContext,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+        pin: Box<dyn Send + Sync>,
+    ) -> Self {
+        DbIterator {
+            inner,
+            ctx,
+            lower,
+            upper,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            value_source: ValueSource::Saved,
+            error: None,
+            _pin: pin,
+        }
+    }
+
+    /// The user-key comparator this iterator orders by.
+    pub fn comparator(&self) -> &std::sync::Arc<dyn Comparator> {
+        &self.ctx.user_cmp
+    }
+
+    /// True when positioned at a key.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key. REQUIRES: `valid()`.
+    pub fn key(&self) -> &[u8] {
+        &self.saved_key
+    }
+
+    /// The current value. REQUIRES: `valid()`.
+    pub fn value(&self) -> &[u8] {
+        match self.value_source {
+            ValueSource::Saved => &self.saved_value,
+            ValueSource::Inner(offset) => self.inner.value().get(offset..).unwrap_or(&[]),
+        }
+    }
+
+    /// The first error met; `Ok` if iteration ended because the data (or the bounds) ended.
+    pub fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => self.inner.status(),
+        }
+    }
+
+    /// Positions at the first key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) {
+        self.error = None;
+        self.direction = Direction::Forward;
+        match self.lower.clone() {
+            Some(lower) => self.inner.seek(&make_internal_key(
+                &lower,
+                self.ctx.sequence,
+                ValueKind::FOR_SEEK,
+            )),
+            None => self.inner.seek_to_first(),
+        }
+        self.find_next_user_entry(None);
+    }
+
+    /// Positions at the last key (before the upper bound).
+    pub fn seek_to_last(&mut self) {
+        self.error = None;
+        self.direction = Direction::Reverse;
+        match self.upper.clone() {
+            Some(upper) => self.inner.seek_for_prev(&make_internal_key(
+                &upper,
+                MAX_SEQUENCE,
+                ValueKind::FOR_SEEK,
+            )),
+            None => self.inner.seek_to_last(),
+        }
+        self.find_prev_user_entry();
+    }
+
+    /// Positions at the first key `>= target`.
+    pub fn seek(&mut self, target: &[u8]) {
+        self.error = None;
+        self.direction = Direction::Forward;
+        let target = match &self.lower {
+            Some(lower) if self.ctx.user_cmp.compare(target, lower) == Ordering::Less => {
+                lower.clone()
+            }
+            _ => target.to_vec(),
+        };
+        self.inner.seek(&make_internal_key(
+            &target,
+            self.ctx.sequence,
+            ValueKind::FOR_SEEK,
+        ));
+        self.find_next_user_entry(None);
+    }
+
+    /// Positions at the last key `<= target`.
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        if let Some(upper) = &self.upper {
+            if self.ctx.user_cmp.compare(target, upper) != Ordering::Less {
+                self.seek_to_last();
+                return;
+            }
+        }
+        self.error = None;
+        self.direction = Direction::Reverse;
+        // The smallest trailer sorts last among the target's entries.
+        self.inner
+            .seek_for_prev(&make_internal_key(target, 0, ValueKind::Deletion));
+        self.find_prev_user_entry();
+    }
+
+    /// Moves to the next key. REQUIRES: `valid()`.
+    pub fn next(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            let key = self.saved_key.clone();
+            self.inner
+                .seek(&make_internal_key(&key, 0, ValueKind::Deletion));
+            self.find_next_user_entry(Some(key));
+            return;
+        }
+        let key = std::mem::take(&mut self.saved_key);
+        self.find_next_user_entry(Some(key));
+    }
+
+    /// Moves to the previous key. REQUIRES: `valid()`.
+    pub fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Forward {
+            self.direction = Direction::Reverse;
+            let target = make_internal_key(&self.saved_key, MAX_SEQUENCE, ValueKind::FOR_SEEK);
+            self.inner.seek_for_prev(&target);
+        }
+        self.find_prev_user_entry();
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.error = Some(error);
+        self.valid = false;
+    }
+
+    fn corrupt_key(&mut self) {
+        let key = self.inner.key().to_vec();
+        self.fail(Error::corruption(
+            "<iterator>",
+            0,
+            format!("malformed internal key {key:?}"),
+        ));
+    }
+
+    fn past_upper(&self, user_key: &[u8]) -> bool {
+        matches!(&self.upper, Some(u) if self.ctx.user_cmp.compare(user_key, u) != Ordering::Less)
+    }
+
+    fn below_lower(&self, user_key: &[u8]) -> bool {
+        matches!(&self.lower, Some(l) if self.ctx.user_cmp.compare(user_key, l) == Ordering::Less)
+    }
+
+    /// Forward: finds the next user key with a value, skipping entries of `skip` and of every
+    /// key that resolves to nothing.
+    fn find_next_user_entry(&mut self, mut skip: Option<Vec<u8>>) {
+        self.valid = false;
+        while self.inner.valid() {
+            let Some(parsed) = parse_internal_key(self.inner.key()) else {
+                self.corrupt_key();
+                return;
+            };
+            if parsed.sequence > self.ctx.sequence {
+                self.inner.next();
+                continue;
+            }
+            if let Some(s) = &skip {
+                if self.ctx.user_cmp.compare(parsed.user_key, s) != Ordering::Greater {
+                    self.inner.next();
+                    continue;
+                }
+            }
+            if self.past_upper(parsed.user_key) {
+                return;
+            }
+            // The newest visible entry of a new user key.
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(parsed.user_key);
+            match parsed.kind {
+                ValueKind::Value => {
+                    self.value_source = ValueSource::Inner(0);
+                    self.valid = true;
+                    return;
+                }
+                ValueKind::ExpiringValue => match split_expiring(self.inner.value()) {
+                    Some((expiry, _)) if !self.ctx.expired(expiry) => {
+                        self.value_source = ValueSource::Inner(EXPIRY_PREFIX_LEN);
+                        self.valid = true;
+                        return;
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.corrupt_value();
+                        return;
+                    }
+                },
+                ValueKind::Deletion => {}
+                ValueKind::Merge => {
+                    if self.collect_forward_merge() {
+                        return;
+                    }
+                    if self.error.is_some() {
+                        return;
+                    }
+                }
+            }
+            skip = Some(self.saved_key.clone());
+            if self.inner.valid() {
+                self.inner.next();
+            }
+        }
+        if let Err(e) = self.inner.status() {
+            self.fail(e);
+        }
+    }
+
+    fn corrupt_value(&mut self) {
+        let key = String::from_utf8_lossy(&self.saved_key).into_owned();
+        self.fail(Error::corruption(
+            "<iterator>",
+            0,
+            format!("expiring value of key {key:?} is shorter than its expiry"),
+        ));
+    }
+
+    /// At the newest visible entry of `saved_key`, a merge operand: gathers the operands and the
+    /// base below them and computes the value. Returns true if the iterator is now valid.
+    fn collect_forward_merge(&mut self) -> bool {
+        let mut operands: Vec<Vec<u8>> = vec![self.inner.value().to_vec()];
+        let mut base: Option<Vec<u8>> = None;
+        self.inner.next();
+        while self.inner.valid() {
+            let Some(parsed) = parse_internal_key(self.inner.key()) else {
+                self.corrupt_key();
+                return false;
+            };
+            if self.ctx.user_cmp.compare(parsed.user_key, &self.saved_key) != Ordering::Equal {
+                break;
+            }
+            match parsed.kind {
+                ValueKind::Merge => operands.push(self.inner.value().to_vec()),
+                ValueKind::Value => {
+                    base = Some(self.inner.value().to_vec());
+                    break;
+                }
+                ValueKind::ExpiringValue => {
+                    match split_expiring(self.inner.value()) {
+                        Some((expiry, v)) if !self.ctx.expired(expiry) => base = Some(v.to_vec()),
+                        Some(_) => {}
+                        None => {
+                            self.corrupt_value();
+                            return false;
+                        }
+                    }
+                    break;
+                }
+                ValueKind::Deletion => break,
+            }
+            self.inner.next();
+        }
+        if let Err(e) = self.inner.status() {
+            self.fail(e);
+            return false;
+        }
+        operands.reverse();
+        let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        match self.ctx.merge(&self.saved_key, base.as_deref(), &refs) {
+            Ok(v) => {
+                self.saved_value = v;
+                self.value_source = ValueSource::Saved;
+                self.valid = true;
+                true
+            }
+            Err(e) => {
+                self.fail(e);
+                false
+            }
+        }
+    }
+
+    /// Reverse: the inner iterator is at or before the last entry of the wanted key; walks back
+    /// over whole user keys until one resolves to a value.
+    fn find_prev_user_entry(&mut self) {
+        self.valid = false;
+        // State of the key being assembled, applied oldest entry first.
+        let mut current: Option<Vec<u8>> = None;
+        let mut base: Option<Vec<u8>> = None;
+        let mut operands: Vec<Vec<u8>> = Vec::new();
+        let mut deleted = true;
+        while self.inner.valid() {
+            let Some(parsed) = parse_internal_key(self.inner.key()) else {
+                self.corrupt_key();
+                return;
+            };
+            if parsed.sequence <= self.ctx.sequence && !self.past_upper(parsed.user_key) {
+                let same = matches!(&current, Some(c) if self.ctx.user_cmp.compare(parsed.user_key, c) == Ordering::Equal);
+                if !same {
+                    if current.is_some() && (!deleted || !operands.is_empty()) {
+                        break; // the key assembled so far is live
+                    }
+                    if self.below_lower(parsed.user_key) {
+                        current = None;
+                        break;
+                    }
+                    current = Some(parsed.user_key.to_vec());
+                    base = None;
+                    operands.clear();
+                    deleted = true;
+                }
+                match parsed.kind {
+                    ValueKind::Deletion => {
+                        base = None;
+                        operands.clear();
+                        deleted = true;
+                    }
+                    ValueKind::Value => {
+                        base = Some(self.inner.value().to_vec());
+                        operands.clear();
+                        deleted = false;
+                    }
+                    ValueKind::ExpiringValue => {
+                        operands.clear();
+                        match split_expiring(self.inner.value()) {
+                            Some((expiry, v)) if !self.ctx.expired(expiry) => {
+                                base = Some(v.to_vec());
+                                deleted = false;
+                            }
+                            Some(_) => {
+                                base = None;
+                                deleted = true;
+                            }
+                            None => {
+                                self.saved_key = parsed.user_key.to_vec();
+                                self.corrupt_value();
+                                return;
+                            }
+                        }
+                    }
+                    ValueKind::Merge => operands.push(self.inner.value().to_vec()),
+                }
+            }
+            self.inner.prev();
+        }
+        if let Err(e) = self.inner.status() {
+            self.fail(e);
+            return;
+        }
+        let Some(key) = current else { return };
+        if deleted && operands.is_empty() {
+            return;
+        }
+        let value = if operands.is_empty() {
+            base.unwrap_or_default()
+        } else {
+            let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+            match self.ctx.merge(&key, base.as_deref(), &refs) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            }
+        };
+        self.saved_key = key;
+        self.saved_value = value;
+        self.value_source = ValueSource::Saved;
+        self.valid = true;
+    }
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("valid", &self.valid)
+            .field("sequence", &self.ctx.sequence)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::iter::testing::VecIterator;
+    use crate::key::{BytewiseComparator, InternalKeyComparator};
+    use crate::merge::StringAppendOperator;
+
+    type Write = (u64, ValueKind, Vec<u8>);
+
+    /// A model: per key, the list of (seq, kind, value) writes.
+    fn expected(
+        writes: &[(Vec<u8>, u64, ValueKind, Vec<u8>)],
+        seq: u64,
+        now: u64,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut per_key: BTreeMap<Vec<u8>, Vec<Write>> = BTreeMap::new();
+        for (k, s, kind, v) in writes {
+            if *s <= seq {
+                per_key
+                    .entry(k.clone())
+                    .or_default()
+                    .push((*s, *kind, v.clone()));
+            }
+        }
+        let mut out = Vec::new();
+        for (k, mut entries) in per_key {
+            if lower.is_some_and(|l| k.as_slice() < l) || upper.is_some_and(|u| k.as_slice() >= u) {
+                continue;
+            }
+            entries.sort_by_key(|e| e.0);
+            let mut value: Option<Vec<u8>> = None;
+            for (_, kind, v) in entries {
+                match kind {
+                    ValueKind::Deletion => value = None,
+                    ValueKind::Value => value = Some(v),
+                    ValueKind::ExpiringValue => {
+                        let (expiry, user) = split_expiring(&v).expect("valid");
+                        value = (expiry > now).then(|| user.to_vec());
+                    }
+                    ValueKind::Merge => {
+                        let mut s = value.unwrap_or_default();
+                        if !s.is_empty() {
+                            s.push(b',');
+                        }
+                        s.extend_from_slice(&v);
+                        value = Some(s);
+                    }
+                }
+            }
+            if let Some(v) = value {
+                out.push((k, v));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_model_in_both_directions_with_bounds_merges_and_expiry() {
+        let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+        for round in 0..60 {
+            let mut writes = Vec::new();
+            let n = rng.gen_range(0..80);
+            for s in 1..=n {
+                let key = format!("k{:02}", rng.gen_range(0..20)).into_bytes();
+                let kind = match rng.gen_range(0..10) {
+                    0..=1 => ValueKind::Deletion,
+                    2..=3 => ValueKind::Merge,
+                    4 => ValueKind::ExpiringValue,
+                    _ => ValueKind::Value,
+                };
+                let mut value = Vec::new();
+                if kind == ValueKind::ExpiringValue {
+                    value.extend_from_slice(&rng.gen_range(0u64..200).to_le_bytes());
+                }
+                if kind != ValueKind::Deletion {
+                    value.extend_from_slice(format!("v{s}").as_bytes());
+                }
+                writes.push((key, s, kind, value));
+            }
+            let entries: Vec<(Vec<u8>, Vec<u8>)> = writes
+                .iter()
+                .map(|(k, s, kind, v)| (make_internal_key(k, *s, *kind), v.clone()))
+                .collect();
+            let seq = rng.gen_range(0..=n.max(1));
+            let now = 100;
+            let lower =
+                (round % 3 == 1).then(|| format!("k{:02}", rng.gen_range(0..10)).into_bytes());
+            let upper =
+                (round % 4 == 2).then(|| format!("k{:02}", rng.gen_range(10..21)).into_bytes());
+            let want = expected(&writes, seq, now, lower.as_deref(), upper.as_deref());
+            // The model's merge joins with ',' only after a non-empty value; use the same operator.
+            let ctx = ReadContext {
+                user_cmp: Arc::new(BytewiseComparator),
+                sequence: seq,
+                now_micros: now,
+                merge_operator: Some(Arc::new(ModelAppend)),
+            };
+            let mut it = DbIterator::new(
+                Box::new(VecIterator::new(entries, icmp.clone())),
+                ctx,
+                lower.clone(),
+                upper.clone(),
+                Box::new(()),
+            );
+            let mut got = Vec::new();
+            it.seek_to_first();
+            while it.valid() {
+                got.push((it.key().to_vec(), it.value().to_vec()));
+                it.next();
+            }
+            it.status().expect("status");
+            assert_eq!(got, want, "forward, round {round}");
+            let mut back = Vec::new();
+            it.seek_to_last();
+            while it.valid() {
+                back.push((it.key().to_vec(), it.value().to_vec()));
+                it.prev();
+            }
+            back.reverse();
+            assert_eq!(back, want, "reverse, round {round}");
+            // Zig-zag: from each position, next then prev returns to it.
+            it.seek_to_first();
+            let mut i = 0;
+            while it.valid() {
+                assert_eq!(it.key(), want[i].0.as_slice());
+                it.next();
+                if it.valid() {
+                    it.prev();
+                    assert_eq!(it.key(), want[i].0.as_slice(), "zig-zag round {round}");
+                    it.next();
+                }
+                i += 1;
+            }
+            assert_eq!(i, want.len());
+            // Seeks to arbitrary targets in both directions.
+            for _ in 0..10 {
+                let t = format!("k{:02}", rng.gen_range(0..22)).into_bytes();
+                it.seek(&t);
+                let first = want.iter().find(|(k, _)| k.as_slice() >= t.as_slice());
+                assert_eq!(
+                    it.valid().then(|| it.key().to_vec()),
+                    first.map(|e| e.0.clone())
+                );
+                it.seek_for_prev(&t);
+                let last = want
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k.as_slice() <= t.as_slice());
+                assert_eq!(
+                    it.valid().then(|| it.key().to_vec()),
+                    last.map(|e| e.0.clone())
+                );
+            }
+        }
+    }
+
+    /// Appends with ',' after a non-empty value, like the model.
+    struct ModelAppend;
+    impl MergeOperator for ModelAppend {
+        fn name(&self) -> &str {
+            "model-append"
+        }
+        fn full_merge(
+            &self,
+            _k: &[u8],
+            existing: Option<&[u8]>,
+            operands: &[&[u8]],
+        ) -> Result<Vec<u8>, String> {
+            let mut s = existing.map(<[u8]>::to_vec).unwrap_or_default();
+            for op in operands {
+                if !s.is_empty() {
+                    s.push(b',');
+                }
+                s.extend_from_slice(op);
+            }
+            Ok(s)
+        }
+    }
+
+    #[test]
+    fn merge_without_operator_is_an_error_not_data() {
+        let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
+        let entries = vec![(make_internal_key(b"a", 1, ValueKind::Merge), b"x".to_vec())];
+        let ctx = ReadContext {
+            user_cmp: Arc::new(BytewiseComparator),
+            sequence: 10,
+            now_micros: 0,
+            merge_operator: None,
+        };
+        let mut it = DbIterator::new(
+            Box::new(VecIterator::new(entries, icmp)),
+            ctx,
+            None,
+            None,
+            Box::new(()),
+        );
+        it.seek_to_first();
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+        let _ = StringAppendOperator::new(b",");
+    }
+}

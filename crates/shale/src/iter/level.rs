@@ -1,0 +1,172 @@
+//! Iterates one level (1 and deeper) whose tables hold disjoint, sorted key ranges, opening each
+//! table only when the cursor reaches it.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::InternalIterator;
+use crate::error::Result;
+use crate::key::InternalKeyComparator;
+use crate::sstable::ReadFlags;
+use crate::table_cache::TableCache;
+use crate::version::FileMetaData;
+
+/// A concatenation of the tables of one level.
+pub(crate) struct LevelIterator {
+    icmp: InternalKeyComparator,
+    files: Vec<Arc<FileMetaData>>,
+    table_cache: Arc<TableCache>,
+    flags: ReadFlags,
+    /// Index in `files` of the open table.
+    index: usize,
+    current: Option<Box<dyn InternalIterator>>,
+}
+
+impl LevelIterator {
+    /// REQUIRES: `files` sorted by key range and disjoint.
+    pub(crate) fn new(
+        icmp: InternalKeyComparator,
+        files: Vec<Arc<FileMetaData>>,
+        table_cache: Arc<TableCache>,
+        flags: ReadFlags,
+    ) -> Self {
+        LevelIterator {
+            icmp,
+            files,
+            table_cache,
+            flags,
+            index: 0,
+            current: None,
+        }
+    }
+
+    fn open(&mut self, index: usize) {
+        if index >= self.files.len() {
+            self.current = None;
+            self.index = self.files.len();
+            return;
+        }
+        if self.index == index && self.current.is_some() {
+            return;
+        }
+        self.index = index;
+        self.current = Some(self.table_cache.iter(self.files[index].number, self.flags));
+    }
+
+    fn current_failed(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.status().is_err())
+    }
+
+    /// Moves forward over tables until one is positioned at an entry.
+    fn skip_empty_forward(&mut self) {
+        while self.current.as_ref().is_some_and(|c| !c.valid()) && !self.current_failed() {
+            let next = self.index + 1;
+            if next >= self.files.len() {
+                self.current = None;
+                return;
+            }
+            self.open(next);
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first();
+            }
+        }
+    }
+
+    /// Moves backward over tables until one is positioned at an entry.
+    fn skip_empty_backward(&mut self) {
+        while self.current.as_ref().is_some_and(|c| !c.valid()) && !self.current_failed() {
+            if self.index == 0 {
+                self.current = None;
+                return;
+            }
+            self.open(self.index - 1);
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for LevelIterator {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn seek_to_first(&mut self) {
+        self.open(0);
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_first();
+        }
+        self.skip_empty_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        match self.files.len().checked_sub(1) {
+            Some(last) => self.open(last),
+            None => self.current = None,
+        }
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_last();
+        }
+        self.skip_empty_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        // The first table whose largest key is >= target.
+        let i = self
+            .files
+            .partition_point(|f| self.icmp.compare(&f.largest, target) == Ordering::Less);
+        self.open(i);
+        if let Some(c) = self.current.as_mut() {
+            c.seek(target);
+        }
+        self.skip_empty_forward();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        // The last table whose smallest key is <= target.
+        let i = self
+            .files
+            .partition_point(|f| self.icmp.compare(&f.smallest, target) != Ordering::Greater);
+        match i.checked_sub(1) {
+            Some(i) => self.open(i),
+            None => {
+                self.current = None;
+                return;
+            }
+        }
+        if let Some(c) = self.current.as_mut() {
+            c.seek_for_prev(target);
+        }
+        self.skip_empty_backward();
+    }
+
+    fn next(&mut self) {
+        if let Some(c) = self.current.as_mut() {
+            c.next();
+        }
+        self.skip_empty_forward();
+    }
+
+    fn prev(&mut self) {
+        if let Some(c) = self.current.as_mut() {
+            c.prev();
+        }
+        self.skip_empty_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map(|c| c.key()).unwrap_or(&[])
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map(|c| c.value()).unwrap_or(&[])
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.current {
+            Some(c) => c.status(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The memtable: recent writes held in memory, ordered by internal key, until they are flushed
+//! to a table.
+//!
+//! Every entry is an internal key (`user key | fixed64 LE (sequence << 8 | kind)`, see
+//! [`crate::key`]) with its value, stored in a concurrent skiplist whose nodes live in an arena
+//! of large chunks ([`skiplist`], [`arena`]). Entries are never removed or changed; the whole
+//! memtable is dropped once it has been flushed and its last reader is gone.
+//!
+//! Invariants: iteration yields entries in ascending [`InternalKeyComparator`] order, so for one
+//! user key the newest sequence number comes first. Internal keys are expected to be unique (the
+//! write path gives every record its own sequence number); an equal key is kept, before the
+//! existing one.
+//!
+//! Thread-safety: `MemTable` is `Send + Sync`. Callers serialise [`MemTable::add`] (the DB's
+//! write path has one writer at a time; concurrent adds would still be sound, as they serialise
+//! on an internal mutex). Lookups and iterators take no lock and may run on any number of threads
+//! while an add is in progress: an entry becomes visible to them only once it is fully written.
+//!
+//! Format: in memory only; its contents reach disk through the WAL (`docs/format/wal.md`) and
+//! flushed tables (`docs/format/sstable.md`).
+
+mod arena;
+mod skiplist;
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{pack_trailer, InternalKeyComparator, SequenceNumber, ValueKind};
+
+use skiplist::{SkipList, SkipListIter};
+
+/// What [`MemTable::get`] calls for each entry: `visit(internal_key, value)` returns whether to
+/// go on to the next entry.
+pub type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'a;
+
+/// Recent writes, in memory, ordered by internal key. See the module header.
+pub struct MemTable {
+    list: Arc<SkipList>,
+}
+
+impl MemTable {
+    /// An empty memtable ordered by `icmp`.
+    pub fn new(icmp: InternalKeyComparator) -> MemTable {
+        MemTable {
+            list: Arc::new(SkipList::new(icmp)),
+        }
+    }
+
+    /// Adds the entry `(user_key, seq, kind) -> value`.
+    ///
+    /// REQUIRES: callers serialise `add` calls (one writer at a time); any number of concurrent
+    /// readers and iterators may run during `add` without locks. `seq <= MAX_SEQUENCE`, and the
+    /// key is under 4 GiB (the DB refuses keys over [`crate::limits::MAX_KEY_BYTES`] long before).
+    pub fn add(&self, seq: SequenceNumber, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.list.insert(user_key, pack_trailer(seq, kind), value);
+    }
+
+    /// Positions at the first entry `>= ikey` (an internal key) and calls
+    /// `visit(internal_key, value)` for it and each following entry until `visit` returns
+    /// `Ok(false)` or the table ends. Errors from `visit` are returned unchanged.
+    ///
+    /// A point lookup passes [`crate::key::LookupKey::internal_key`], so the first entry visited
+    /// is the newest version of the key visible at the lookup's sequence number, if any.
+    pub fn get(&self, ikey: &[u8], visit: &mut EntryVisitor<'_>) -> Result<()> {
+        self.list.visit_from(ikey, visit)
+    }
+
+    /// A cursor over every entry; it keeps the entries alive even if the memtable is dropped.
+    pub fn iter(self: &Arc<Self>) -> MemTableIterator {
+        MemTableIterator {
+            inner: SkipListIter::new(self.list.clone()),
+        }
+    }
+
+    /// Bytes the entries occupy in the arena, node overhead and padding included. The unused
+    /// tail of the current arena chunk is not counted, so the figure grows with each add and
+    /// stays meaningful for small write buffers.
+    pub fn approximate_memory_usage(&self) -> usize {
+        self.list.memory_usage()
+    }
+
+    /// Number of entries added.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// True when nothing has been added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The comparator the entries are ordered by.
+    pub fn comparator(&self) -> &InternalKeyComparator {
+        self.list.comparator()
+    }
+}
+
+impl fmt::Debug for MemTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemTable")
+            .field("len", &self.len())
+            .field("memory_bytes", &self.approximate_memory_usage())
+            .finish()
+    }
+}
+
+/// A bidirectional cursor over a [`MemTable`]; see [`InternalIterator`] for the contract.
+///
+/// `next` is O(1); `prev` and `seek_to_last` search from the top of the skiplist, O(log n),
+/// because nodes have no backward links. Entries added after the cursor was made may or may not
+/// be seen, but everything it does see is in order and complete.
+pub struct MemTableIterator {
+    inner: SkipListIter,
+}
+
+impl InternalIterator for MemTableIterator {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.inner.seek_for_prev(target);
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid(), "next() on an invalid memtable iterator");
+        self.inner.next();
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid(), "prev() on an invalid memtable iterator");
+        self.inner.prev();
+    }
+
+    fn key(&self) -> &[u8] {
+        debug_assert!(self.valid(), "key() on an invalid memtable iterator");
+        self.inner.key()
+    }
+
+    fn value(&self) -> &[u8] {
+        debug_assert!(self.valid(), "value() on an invalid memtable iterator");
+        self.inner.value()
+    }
+
+    /// Always `Ok`: memory holds no damaged data.
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,560 @@
+//! The memtable's ordered index: a skiplist of internal keys whose nodes live in an [`Arena`].
+//!
+//! Each node is one arena allocation, 8-byte aligned, laid out as
+//!
+//! ```text
+//! +-------------+------------+---------------+----------------------------+--------------+-------------+
+//! | key_len u32 | height u32 | value_len usz | next: height x AtomicPtr   | internal key | value bytes |
+//! +-------------+------------+---------------+----------------------------+--------------+-------------+
+//! ```
+//!
+//! so a lookup touches the header, the tower and the key in one or two cache lines, and an
+//! insert costs one pointer bump instead of a heap allocation.
+//!
+//! Invariants:
+//! - A node is fully written (header, every tower slot, key, value) before it is published, that
+//!   is before a pointer to it is stored, with `Release` ordering, into any tower slot reachable
+//!   from the head. Readers load tower slots with `Acquire`, so every node they reach is
+//!   initialised. Apart from the tower slots, a published node is never written again.
+//! - At every level, the nodes linked from the head are in ascending [`InternalKeyComparator`]
+//!   order. A node of height `h` is linked at levels `0..h` only, so a node reached through a
+//!   level-`l` link has a tower slot for every level `<= l`.
+//! - Nodes are never unlinked or freed before the whole list is dropped, so a pointer to a node
+//!   stays valid for as long as the list lives.
+//!
+//! Thread-safety: inserts serialise on an internal mutex (callers are expected to insert from one
+//! thread at a time anyway, so it is uncontended); lookups and iterators take no lock and may run
+//! on any number of threads during an insert.
+
+use std::cmp::Ordering;
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{self, AtomicPtr, AtomicUsize};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::arena::Arena;
+use super::EntryVisitor;
+use crate::error::Result;
+use crate::key::{InternalKeyComparator, TRAILER_LEN};
+
+/// Tallest tower. With a branching factor of 4, twelve levels keep searches logarithmic up to
+/// about 4^12 = 16 million entries, far more than a memtable holds.
+pub(crate) const MAX_HEIGHT: usize = 12;
+
+/// The fixed-size start of every node; the tower, key and value follow it in the same
+/// allocation (see the module header).
+#[repr(C)]
+struct Node {
+    /// Length of the internal key.
+    key_len: u32,
+    /// Number of tower slots, `1..=MAX_HEIGHT`.
+    height: u32,
+    /// Length of the value.
+    value_len: usize,
+}
+
+/// Offset of the tower from the start of a node.
+const TOWER_OFFSET: usize = size_of::<Node>();
+
+// The tower follows the header without padding only if the header keeps the slots aligned.
+const _: () = assert!(TOWER_OFFSET % align_of::<AtomicPtr<Node>>() == 0);
+const _: () = assert!(align_of::<Node>() >= align_of::<AtomicPtr<Node>>());
+
+/// Pointer to the first tower slot of the node at `node`. Computing it is safe; using it is not.
+fn tower_ptr(node: NonNull<Node>) -> *mut AtomicPtr<Node> {
+    node.as_ptr()
+        .cast::<u8>()
+        .wrapping_add(TOWER_OFFSET)
+        .cast::<AtomicPtr<Node>>()
+}
+
+/// Pointer to the first key byte of a node of `height` at `node`.
+fn key_ptr(node: NonNull<Node>, height: usize) -> *mut u8 {
+    tower_ptr(node).wrapping_add(height).cast::<u8>()
+}
+
+/// A published node (or the head) of a list that outlives `'a`.
+#[derive(Clone, Copy)]
+struct NodeRef<'a> {
+    ptr: NonNull<Node>,
+    _list: PhantomData<&'a SkipList>,
+}
+
+impl<'a> NodeRef<'a> {
+    /// # Safety
+    /// `ptr` must be the head of a list that lives for `'a`, or a node of that list loaded with
+    /// `Acquire` from a tower slot (so that it is published and fully initialised).
+    unsafe fn new(ptr: NonNull<Node>) -> NodeRef<'a> {
+        NodeRef {
+            ptr,
+            _list: PhantomData,
+        }
+    }
+
+    fn header(self) -> &'a Node {
+        // SAFETY: by the contract of `NodeRef::new` the node is initialised, never written again
+        // outside its tower, and lives as long as the list, which outlives 'a.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    fn height(self) -> usize {
+        self.header().height as usize
+    }
+
+    fn tower(self) -> &'a [AtomicPtr<Node>] {
+        // SAFETY: the node's `height` tower slots follow its header and were initialised before
+        // it was published (module invariant); atomics may be shared across threads.
+        unsafe { std::slice::from_raw_parts(tower_ptr(self.ptr), self.height()) }
+    }
+
+    fn key(self) -> &'a [u8] {
+        let len = self.header().key_len as usize;
+        // SAFETY: the key's bytes follow the tower, were written before publication and are
+        // never written again.
+        unsafe { std::slice::from_raw_parts(key_ptr(self.ptr, self.height()), len) }
+    }
+
+    fn value(self) -> &'a [u8] {
+        let header = self.header();
+        let start = key_ptr(self.ptr, self.height()).wrapping_add(header.key_len as usize);
+        // SAFETY: the value's bytes follow the key, were written before publication and are
+        // never written again.
+        unsafe { std::slice::from_raw_parts(start, header.value_len) }
+    }
+
+    /// The next node at `level`. Panics if the node has no slot at `level`, which the search
+    /// loops never ask for (a node reached through level `l` has slots up to `l`).
+    fn next(self, level: usize) -> Option<NodeRef<'a>> {
+        let next = self.tower()[level].load(atomic::Ordering::Acquire);
+        // SAFETY: a tower slot holds null or a published node of the same list, and it was
+        // loaded with `Acquire`, pairing with the `Release` store that published it.
+        NonNull::new(next).map(|ptr| unsafe { NodeRef::new(ptr) })
+    }
+
+    fn is(self, other: NodeRef<'_>) -> bool {
+        self.ptr == other.ptr
+    }
+}
+
+/// State only the inserting thread touches.
+struct Writer {
+    arena: Arena,
+    /// splitmix64 state for tower heights; deterministic, so runs are reproducible.
+    rng: u64,
+}
+
+impl Writer {
+    /// A height with P(height > k) = 4^-k, capped at [`MAX_HEIGHT`].
+    fn random_height(&mut self) -> usize {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // Each pair of low zero bits has probability 1/4: that is one more level.
+        1 + ((z.trailing_zeros() / 2) as usize).min(MAX_HEIGHT - 1)
+    }
+}
+
+/// A concurrent skiplist of (internal key, value) entries; see the module header.
+pub(crate) struct SkipList {
+    cmp: InternalKeyComparator,
+    /// A node of height [`MAX_HEIGHT`] with an empty key, allocated in the arena.
+    head: NonNull<Node>,
+    /// Height of the tallest node so far. Readers may see a stale value: a level above it is
+    /// either empty or not yet used, and searches just step down.
+    max_height: AtomicUsize,
+    len: AtomicUsize,
+    /// Arena bytes in use, mirrored here so readers need not take the writer lock.
+    memory_bytes: AtomicUsize,
+    writer: Mutex<Writer>,
+}
+
+// SAFETY: the raw `head` pointer and the node pointers reachable from it point into the arena,
+// which the list owns. Shared state is either atomic (tower slots, counters), written once before
+// publication and then only read (node headers, keys, values), or behind the writer mutex (the
+// arena itself). Nothing is tied to the creating thread, so the list may move between threads
+// (`Send`) and be used from several at once (`Sync`).
+unsafe impl Send for SkipList {}
+// SAFETY: see the `Send` impl above.
+unsafe impl Sync for SkipList {}
+
+impl SkipList {
+    /// An empty list ordered by `cmp`.
+    pub(crate) fn new(cmp: InternalKeyComparator) -> SkipList {
+        let mut arena = Arena::new();
+        let size = TOWER_OFFSET + MAX_HEIGHT * size_of::<AtomicPtr<Node>>();
+        let head = arena.allocate(size, align_of::<Node>()).cast::<Node>();
+        // SAFETY: the arena just returned `size` writable bytes aligned for `Node`: room for the
+        // header and MAX_HEIGHT tower slots. Nothing else refers to them yet.
+        unsafe {
+            head.as_ptr().write(Node {
+                key_len: 0,
+                height: MAX_HEIGHT as u32,
+                value_len: 0,
+            });
+            for level in 0..MAX_HEIGHT {
+                tower_ptr(head)
+                    .add(level)
+                    .write(AtomicPtr::new(ptr::null_mut()));
+            }
+        }
+        let memory_bytes = AtomicUsize::new(arena.used_bytes());
+        SkipList {
+            cmp,
+            head,
+            max_height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+            memory_bytes,
+            writer: Mutex::new(Writer {
+                arena,
+                rng: 0x5eed_5eed_5eed_5eed,
+            }),
+        }
+    }
+
+    /// The comparator the list is ordered by.
+    pub(crate) fn comparator(&self) -> &InternalKeyComparator {
+        &self.cmp
+    }
+
+    /// Entries inserted so far.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(atomic::Ordering::Relaxed)
+    }
+
+    /// Arena bytes taken by the head and the entries (see [`Arena::used_bytes`]).
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.memory_bytes.load(atomic::Ordering::Relaxed)
+    }
+
+    fn head(&self) -> NodeRef<'_> {
+        // SAFETY: the head was initialised in `new` and lives as long as `self`.
+        unsafe { NodeRef::new(self.head) }
+    }
+
+    fn max_height(&self) -> usize {
+        self.max_height.load(atomic::Ordering::Relaxed)
+    }
+
+    /// Inserts the internal key `user_key + trailer` (trailer as fixed64 LE) with `value`.
+    ///
+    /// Keys are expected to be unique; an equal key is kept too, ordered before the existing
+    /// ones, so lookups see the newest insert first.
+    ///
+    /// Panics if the internal key is 4 GiB or longer (callers enforce far smaller limits).
+    pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
+        let key_len = user_key.len() + TRAILER_LEN;
+        assert!(
+            u32::try_from(key_len).is_ok(),
+            "memtable key of {key_len} bytes is over 4 GiB"
+        );
+        let mut writer = self.writer.lock();
+        let height = writer.random_height();
+        let size = TOWER_OFFSET
+            .checked_add(height * size_of::<AtomicPtr<Node>>())
+            .and_then(|n| n.checked_add(key_len))
+            .and_then(|n| n.checked_add(value.len()));
+        let Some(size) = size else {
+            panic!("memtable entry size overflows usize");
+        };
+        let node = writer
+            .arena
+            .allocate(size, align_of::<Node>())
+            .cast::<Node>();
+        let key_start = key_ptr(node, height);
+        // SAFETY: the arena returned `size` fresh writable bytes aligned for `Node`, enough for
+        // the header, `height` tower slots, the key and the value at the offsets the layout
+        // gives; no one else can see them until the node is published below. The tower slots
+        // are filled further down, before publication.
+        let key = unsafe {
+            node.as_ptr().write(Node {
+                key_len: key_len as u32,
+                height: height as u32,
+                value_len: value.len(),
+            });
+            ptr::copy_nonoverlapping(user_key.as_ptr(), key_start, user_key.len());
+            let trailer = trailer.to_le_bytes();
+            ptr::copy_nonoverlapping(trailer.as_ptr(), key_start.add(user_key.len()), TRAILER_LEN);
+            ptr::copy_nonoverlapping(value.as_ptr(), key_start.add(key_len), value.len());
+            std::slice::from_raw_parts(key_start.cast_const(), key_len)
+        };
+
+        // Where the node goes at each level. Levels above the current height start at the head.
+        let mut prev = [self.head(); MAX_HEIGHT];
+        let list_height = self.max_height();
+        let mut x = self.head();
+        let mut level = list_height - 1;
+        loop {
+            match x.next(level) {
+                Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
+                _ => {
+                    prev[level] = x;
+                    if level == 0 {
+                        break;
+                    }
+                    level -= 1;
+                }
+            }
+        }
+        if height > list_height {
+            // Readers that see the new height before the node is linked find empty head slots
+            // there and step down, which is harmless.
+            self.max_height.store(height, atomic::Ordering::Relaxed);
+        }
+
+        for (level, before) in prev.iter().enumerate().take(height) {
+            // Only this thread (holding the writer lock) changes tower slots, so the successor
+            // read here stays the successor until the node is linked.
+            let successor = before.tower()[level].load(atomic::Ordering::Relaxed);
+            // SAFETY: slot `level < height` lies inside the node's allocation; it is written once
+            // here, before publication, with no reference to it in existence.
+            unsafe { tower_ptr(node).add(level).write(AtomicPtr::new(successor)) };
+        }
+        // The node is now fully initialised; publish it bottom-up. `Release` makes every write
+        // above visible to a reader that loads the pointer with `Acquire`.
+        for (level, before) in prev.iter().enumerate().take(height) {
+            before.tower()[level].store(node.as_ptr(), atomic::Ordering::Release);
+        }
+        self.len.fetch_add(1, atomic::Ordering::Relaxed);
+        self.memory_bytes
+            .store(writer.arena.used_bytes(), atomic::Ordering::Relaxed);
+    }
+
+    /// The first node with key `>= target`.
+    fn find_greater_or_equal(&self, target: &[u8]) -> Option<NodeRef<'_>> {
+        let mut x = self.head();
+        let mut level = self.max_height() - 1;
+        // The node last found to be `>= target`, so that stepping down a level does not compare
+        // it again.
+        let mut known_bigger: Option<NodeRef<'_>> = None;
+        loop {
+            let next = x.next(level);
+            let before_target = match (next, known_bigger) {
+                (Some(n), Some(b)) if n.is(b) => false,
+                (Some(n), _) => self.cmp.compare(n.key(), target) == Ordering::Less,
+                (None, _) => false,
+            };
+            if let (true, Some(n)) = (before_target, next) {
+                x = n;
+            } else {
+                if level == 0 {
+                    return next;
+                }
+                known_bigger = next;
+                level -= 1;
+            }
+        }
+    }
+
+    /// The last node with key `< target` (or `<= target` when `inclusive`); `None` if there is
+    /// none.
+    fn find_last_before(&self, target: &[u8], inclusive: bool) -> Option<NodeRef<'_>> {
+        let mut x = self.head();
+        let mut level = self.max_height() - 1;
+        loop {
+            let advance = x
+                .next(level)
+                .filter(|n| match self.cmp.compare(n.key(), target) {
+                    Ordering::Less => true,
+                    Ordering::Equal => inclusive,
+                    Ordering::Greater => false,
+                });
+            match advance {
+                Some(n) => x = n,
+                None if level == 0 => return (!x.is(self.head())).then_some(x),
+                None => level -= 1,
+            }
+        }
+    }
+
+    /// The last node; `None` if the list is empty.
+    fn find_last(&self) -> Option<NodeRef<'_>> {
+        let mut x = self.head();
+        let mut level = self.max_height() - 1;
+        loop {
+            match x.next(level) {
+                Some(n) => x = n,
+                None if level == 0 => return (!x.is(self.head())).then_some(x),
+                None => level -= 1,
+            }
+        }
+    }
+
+    /// Calls `visit(key, value)` for the first entry `>= target` and each one after it until
+    /// `visit` returns `Ok(false)` or the list ends. Errors from `visit` are returned unchanged.
+    pub(crate) fn visit_from(&self, target: &[u8], visit: &mut EntryVisitor<'_>) -> Result<()> {
+        let mut node = self.find_greater_or_equal(target);
+        while let Some(n) = node {
+            if !visit(n.key(), n.value())? {
+                break;
+            }
+            node = n.next(0);
+        }
+        Ok(())
+    }
+}
+
+/// A cursor over a list it keeps alive. Invalid when `node` is `None`.
+pub(crate) struct SkipListIter {
+    list: Arc<SkipList>,
+    /// A published node of `list` (never its head).
+    node: Option<NonNull<Node>>,
+}
+
+// SAFETY: the iterator owns an `Arc` of a `Send + Sync` list and a pointer to one of its
+// published nodes, which is immutable apart from atomics and lives as long as the list.
+// Reading it from another thread is as safe as reading it through `&SkipList` there.
+unsafe impl Send for SkipListIter {}
+
+impl SkipListIter {
+    /// An unpositioned cursor over `list`.
+    pub(crate) fn new(list: Arc<SkipList>) -> SkipListIter {
+        SkipListIter { list, node: None }
+    }
+
+    fn current(&self) -> Option<NodeRef<'_>> {
+        // SAFETY: `node` is only ever set from a `NodeRef` of `self.list` (below), so it is a
+        // published node of a list kept alive by `self.list` for at least the borrow of `self`.
+        self.node.map(|ptr| unsafe { NodeRef::new(ptr) })
+    }
+
+    /// True when positioned at an entry.
+    pub(crate) fn valid(&self) -> bool {
+        self.node.is_some()
+    }
+
+    /// Positions at the first entry.
+    pub(crate) fn seek_to_first(&mut self) {
+        let first = self.list.head().next(0).map(|n| n.ptr);
+        self.node = first;
+    }
+
+    /// Positions at the last entry.
+    pub(crate) fn seek_to_last(&mut self) {
+        let last = self.list.find_last().map(|n| n.ptr);
+        self.node = last;
+    }
+
+    /// Positions at the first entry `>= target`.
+    pub(crate) fn seek(&mut self, target: &[u8]) {
+        let found = self.list.find_greater_or_equal(target).map(|n| n.ptr);
+        self.node = found;
+    }
+
+    /// Positions at the last entry `<= target`.
+    pub(crate) fn seek_for_prev(&mut self, target: &[u8]) {
+        let found = self.list.find_last_before(target, true).map(|n| n.ptr);
+        self.node = found;
+    }
+
+    /// Moves to the next entry; stays invalid if invalid.
+    pub(crate) fn next(&mut self) {
+        let next = self.current().and_then(|n| n.next(0)).map(|n| n.ptr);
+        self.node = next;
+    }
+
+    /// Moves to the previous entry by searching for the last key below the current one, as the
+    /// list has no backward links. Stays invalid if invalid.
+    pub(crate) fn prev(&mut self) {
+        let prev = self
+            .current()
+            .and_then(|n| self.list.find_last_before(n.key(), false))
+            .map(|n| n.ptr);
+        self.node = prev;
+    }
+
+    /// The current internal key; empty when invalid.
+    pub(crate) fn key(&self) -> &[u8] {
+        self.current().map_or(&[], |n| n.key())
+    }
+
+    /// The current value; empty when invalid.
+    pub(crate) fn value(&self) -> &[u8] {
+        self.current().map_or(&[], |n| n.value())
+    }
+
+    #[cfg(test)]
+    fn position_height(&self) -> Option<usize> {
+        self.current().map(|n| n.height())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::BytewiseComparator;
+
+    fn list() -> Arc<SkipList> {
+        Arc::new(SkipList::new(InternalKeyComparator::new(Arc::new(
+            BytewiseComparator,
+        ))))
+    }
+
+    #[test]
+    fn heights_follow_a_quarter_branching_factor() {
+        let mut writer = Writer {
+            arena: Arena::new(),
+            rng: 1,
+        };
+        let mut counts = [0usize; MAX_HEIGHT + 1];
+        let draws = 100_000;
+        for _ in 0..draws {
+            let h = writer.random_height();
+            assert!((1..=MAX_HEIGHT).contains(&h));
+            counts[h] += 1;
+        }
+        // Expected: 3/4 of draws at height 1, 3/16 at height 2; allow generous slack.
+        assert!((70_000..80_000).contains(&counts[1]), "{counts:?}");
+        assert!((16_000..21_500).contains(&counts[2]), "{counts:?}");
+    }
+
+    #[test]
+    fn empty_list_has_no_positions() {
+        let l = list();
+        let mut it = SkipListIter::new(l.clone());
+        assert!(!it.valid());
+        it.seek_to_first();
+        assert!(!it.valid());
+        it.seek_to_last();
+        assert!(!it.valid());
+        it.seek(b"anything");
+        assert!(!it.valid());
+        it.seek_for_prev(b"anything");
+        assert!(!it.valid());
+        it.next();
+        it.prev();
+        assert!(!it.valid());
+        assert_eq!(it.key(), b"");
+        assert_eq!(it.value(), b"");
+        assert_eq!(it.position_height(), None);
+        assert_eq!(l.len(), 0);
+        assert!(l.memory_usage() > 0, "the head lives in the arena");
+    }
+
+    #[test]
+    fn nodes_keep_their_bytes_and_order() {
+        let l = list();
+        for (i, k) in [b"m", b"c", b"x", b"a"].iter().enumerate() {
+            l.insert(*k, (i as u64 + 1) << 8 | 1, format!("v{i}").as_bytes());
+        }
+        let mut it = SkipListIter::new(l.clone());
+        it.seek_to_first();
+        let mut seen = Vec::new();
+        while it.valid() {
+            assert!(it
+                .position_height()
+                .is_some_and(|h| (1..=MAX_HEIGHT).contains(&h)));
+            seen.push((it.key()[..1].to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        let expect: Vec<(Vec<u8>, Vec<u8>)> = [("a", "v3"), ("c", "v1"), ("m", "v0"), ("x", "v2")]
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(seen, expect);
+    }
+}

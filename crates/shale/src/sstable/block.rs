@@ -1,0 +1,697 @@
+//! Blocks: sorted key/value entries with prefix-compressed keys and restart points, the unit a
+//! table reads, checksums, compresses and caches.
+//!
+//! ```text
+//! block   := entry* restart: fixed32 LE * num_restarts | num_restarts: fixed32 LE
+//! entry   := shared: varint32 | non_shared: varint32 | value_len: varint32
+//!            | key_delta: non_shared bytes | value: value_len bytes
+//! ```
+//! An entry's key is the first `shared` bytes of the previous entry's key followed by
+//! `key_delta`. Every `restart_interval` entries the builder starts a restart point: an entry
+//! with `shared == 0` whose offset is listed in the restart array, so a reader can binary-search
+//! the restarts and decode forward from one without reading earlier entries. A block always has
+//! at least one restart (at offset 0), even when it holds no entries.
+//!
+//! Invariants checked by [`Block::new`]: the restart array fits, the first restart is 0, and
+//! restart offsets increase strictly and lie inside the entry area. Entries are bounds-checked as
+//! they are decoded; a malformed entry makes the iterator invalid and records where it failed
+//! ([`BlockIter::corruption`]), never a panic.
+//!
+//! Thread-safety: a [`Block`] is immutable and shared as `Arc<Block>` (the block cache holds
+//! those); a [`BlockIter`] belongs to one thread at a time.
+//!
+//! Format doc: `docs/format/sstable.md` ("Blocks").
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::codec::{decode_fixed32, put_fixed32, put_varint32, Decoder};
+use crate::key::InternalKeyComparator;
+
+/// Accumulates sorted entries into the bytes of one block.
+#[derive(Debug)]
+pub struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    restart_interval: usize,
+    /// Entries since the last restart point.
+    counter: usize,
+    last_key: Vec<u8>,
+    entries: usize,
+}
+
+impl BlockBuilder {
+    /// A builder that starts a restart point every `restart_interval` entries (at least 1).
+    pub fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            restart_interval: restart_interval.max(1),
+            counter: 0,
+            last_key: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    /// Appends an entry. REQUIRES: `key` sorts after every key added since the last reset (the
+    /// caller owns the order, since blocks do not know their comparator), and the key and value
+    /// are each under 4 GiB.
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+        let shared = if self.counter < self.restart_interval {
+            self.last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            self.restarts.push(self.buf.len() as u32);
+            self.counter = 0;
+            0
+        };
+        let non_shared = &key[shared..];
+        put_varint32(&mut self.buf, shared as u32);
+        put_varint32(&mut self.buf, non_shared.len() as u32);
+        put_varint32(&mut self.buf, value.len() as u32);
+        self.buf.extend_from_slice(non_shared);
+        self.buf.extend_from_slice(value);
+        self.last_key.truncate(shared);
+        self.last_key.extend_from_slice(non_shared);
+        self.counter += 1;
+        self.entries += 1;
+    }
+
+    /// Appends the restart array and returns the finished block bytes; the builder is reset.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for &r in &self.restarts {
+            put_fixed32(&mut out, r);
+        }
+        put_fixed32(&mut out, self.restarts.len() as u32);
+        self.reset();
+        out
+    }
+
+    /// Forgets every entry.
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.counter = 0;
+        self.last_key.clear();
+        self.entries = 0;
+    }
+
+    /// Size the block would have if finished now.
+    pub fn size_estimate(&self) -> usize {
+        self.buf.len() + 4 * self.restarts.len() + 4
+    }
+
+    /// True when no entry has been added since the last reset.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// Number of entries added since the last reset.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// The last key added (empty if none).
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+}
+
+/// An immutable, validated, uncompressed block.
+#[derive(Debug)]
+pub struct Block {
+    data: Vec<u8>,
+    /// Offset where the restart array begins (= end of the entries).
+    restart_offset: usize,
+    num_restarts: usize,
+}
+
+impl Block {
+    /// Validates the restart array of `data`; the message says what is wrong.
+    pub fn new(data: Vec<u8>) -> std::result::Result<Block, &'static str> {
+        let n = data
+            .len()
+            .checked_sub(4)
+            .and_then(|at| data.get(at..))
+            .and_then(decode_fixed32)
+            .ok_or("block shorter than its restart count")? as usize;
+        if n == 0 {
+            return Err("block has no restart points");
+        }
+        let restart_offset = n
+            .checked_mul(4)
+            .and_then(|r| data.len().checked_sub(4 + r))
+            .ok_or("restart array larger than the block")?;
+        let block = Block {
+            data,
+            restart_offset,
+            num_restarts: n,
+        };
+        let mut prev: Option<usize> = None;
+        for i in 0..n {
+            let r = block.restart_point(i);
+            let ok = match prev {
+                None => r == 0,
+                Some(p) => r > p && r < restart_offset,
+            };
+            if !ok {
+                return Err("restart points out of order or outside the entries");
+            }
+            prev = Some(r);
+        }
+        if n > 1 && restart_offset == 0 {
+            return Err("empty block with more than one restart point");
+        }
+        Ok(block)
+    }
+
+    /// The uncompressed bytes (entries and restart array); their length is the block's weight
+    /// in the cache.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Number of restart points.
+    pub fn num_restarts(&self) -> usize {
+        self.num_restarts
+    }
+
+    /// True when the block holds no entries.
+    pub fn is_empty(&self) -> bool {
+        self.restart_offset == 0
+    }
+
+    /// Offset of restart point `i`. Validated in [`Block::new`]; out of range reads give 0.
+    fn restart_point(&self, i: usize) -> usize {
+        self.data
+            .get(self.restart_offset + 4 * i..)
+            .and_then(decode_fixed32)
+            .unwrap_or(0) as usize
+    }
+}
+
+/// Where and why a block failed to decode: the byte offset inside the uncompressed block and a
+/// message. The table layer turns it into [`crate::Error::Corruption`] with the file offset.
+pub type BlockCorruption = (usize, &'static str);
+
+/// A bidirectional cursor over one block. Keys are compared as internal keys; blocks whose keys
+/// are plain strings (metaindex, properties) are only read front to back.
+pub struct BlockIter {
+    block: Arc<Block>,
+    icmp: InternalKeyComparator,
+    /// Offset of the current entry; `restart_offset` when not positioned.
+    current: usize,
+    /// Offset just past the current entry (where the next one starts).
+    next_offset: usize,
+    /// Restart region holding the current entry.
+    restart_index: usize,
+    key: Vec<u8>,
+    value_start: usize,
+    value_end: usize,
+    valid: bool,
+    corruption: Option<BlockCorruption>,
+}
+
+impl BlockIter {
+    /// An unpositioned cursor over `block`.
+    pub fn new(block: Arc<Block>, icmp: InternalKeyComparator) -> Self {
+        let end = block.restart_offset;
+        BlockIter {
+            block,
+            icmp,
+            current: end,
+            next_offset: end,
+            restart_index: 0,
+            key: Vec::new(),
+            value_start: 0,
+            value_end: 0,
+            valid: false,
+            corruption: None,
+        }
+    }
+
+    /// The block this cursor reads.
+    pub fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// True when positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The first decoding failure, if any. Once set, the cursor stays invalid.
+    pub fn corruption(&self) -> Option<BlockCorruption> {
+        self.corruption
+    }
+
+    /// The current key (empty when not valid).
+    pub fn key(&self) -> &[u8] {
+        if self.valid {
+            &self.key
+        } else {
+            &[]
+        }
+    }
+
+    /// The current value (empty when not valid).
+    pub fn value(&self) -> &[u8] {
+        if self.valid {
+            self.block
+                .data
+                .get(self.value_start..self.value_end)
+                .unwrap_or(&[])
+        } else {
+            &[]
+        }
+    }
+
+    fn fail(&mut self, offset: usize, message: &'static str) {
+        self.valid = false;
+        self.current = self.block.restart_offset;
+        self.next_offset = self.block.restart_offset;
+        if self.corruption.is_none() {
+            self.corruption = Some((offset, message));
+        }
+    }
+
+    fn seek_to_restart(&mut self, index: usize) {
+        self.key.clear();
+        self.restart_index = index;
+        self.next_offset = self.block.restart_point(index);
+    }
+
+    /// Decodes the entry at `next_offset` into the current position. Returns false at the end
+    /// of the entries or on corruption.
+    fn parse_next(&mut self) -> bool {
+        if self.corruption.is_some() {
+            self.valid = false;
+            return false;
+        }
+        let end = self.block.restart_offset;
+        self.current = self.next_offset;
+        if self.current >= end {
+            self.valid = false;
+            self.current = end;
+            return false;
+        }
+        let at = self.current;
+        let Some(entries) = self.block.data.get(at..end) else {
+            self.fail(at, "entry offset outside the block");
+            return false;
+        };
+        let mut d = Decoder::new(entries);
+        let (Some(shared), Some(non_shared), Some(value_len)) =
+            (d.varint32(), d.varint32(), d.varint32())
+        else {
+            self.fail(at, "malformed entry header");
+            return false;
+        };
+        let (shared, non_shared, value_len) =
+            (shared as usize, non_shared as usize, value_len as usize);
+        if shared > self.key.len() {
+            self.fail(at, "entry shares more key bytes than the previous key has");
+            return false;
+        }
+        let Some(delta) = d.bytes(non_shared) else {
+            self.fail(at, "entry key runs past the end of the block");
+            return false;
+        };
+        let value_start = at + d.position();
+        if d.bytes(value_len).is_none() {
+            self.fail(at, "entry value runs past the end of the block");
+            return false;
+        }
+        self.key.truncate(shared);
+        self.key.extend_from_slice(delta);
+        self.value_start = value_start;
+        self.value_end = value_start + value_len;
+        self.next_offset = self.value_end;
+        while self.restart_index + 1 < self.block.num_restarts
+            && self.block.restart_point(self.restart_index + 1) <= self.current
+        {
+            self.restart_index += 1;
+        }
+        self.valid = true;
+        true
+    }
+
+    /// Positions at the first entry.
+    pub fn seek_to_first(&mut self) {
+        self.seek_to_restart(0);
+        self.parse_next();
+    }
+
+    /// Positions at the last entry.
+    pub fn seek_to_last(&mut self) {
+        self.seek_to_restart(self.block.num_restarts - 1);
+        while self.parse_next() && self.next_offset < self.block.restart_offset {}
+    }
+
+    /// Moves to the next entry; invalid past the last.
+    pub fn next(&mut self) {
+        if self.valid {
+            self.parse_next();
+        }
+    }
+
+    /// Moves to the previous entry; invalid before the first.
+    pub fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        let original = self.current;
+        // Find the last restart point strictly before the current entry, then decode forward
+        // to the entry that ends where the current one starts.
+        while self.block.restart_point(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.valid = false;
+                self.current = self.block.restart_offset;
+                self.next_offset = self.block.restart_offset;
+                return;
+            }
+            self.restart_index -= 1;
+        }
+        self.seek_to_restart(self.restart_index);
+        while self.parse_next() && self.next_offset < original {}
+    }
+
+    /// Decodes the key stored at restart point `index` (which must not share bytes).
+    fn restart_key(&self, index: usize) -> std::result::Result<&[u8], BlockCorruption> {
+        let at = self.block.restart_point(index);
+        let entries = self
+            .block
+            .data
+            .get(at..self.block.restart_offset)
+            .unwrap_or(&[]);
+        let mut d = Decoder::new(entries);
+        match (d.varint32(), d.varint32(), d.varint32()) {
+            (Some(0), Some(non_shared), Some(_)) => d
+                .bytes(non_shared as usize)
+                .ok_or((at, "restart key runs past the end of the block")),
+            (Some(_), Some(_), Some(_)) => Err((at, "restart entry shares key bytes")),
+            _ => Err((at, "malformed restart entry header")),
+        }
+    }
+
+    /// Positions at the first entry with key `>= target` (internal key order).
+    pub fn seek(&mut self, target: &[u8]) {
+        if self.corruption.is_some() {
+            return;
+        }
+        // Binary search for the last restart point whose key is < target.
+        let (mut left, mut right) = (0usize, self.block.num_restarts - 1);
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            match self.restart_key(mid) {
+                Ok(k) => {
+                    if self.icmp.compare(k, target) == Ordering::Less {
+                        left = mid;
+                    } else {
+                        right = mid - 1;
+                    }
+                }
+                Err((at, m)) => {
+                    self.fail(at, m);
+                    return;
+                }
+            }
+        }
+        self.seek_to_restart(left);
+        while self.parse_next() {
+            if self.icmp.compare(&self.key, target) != Ordering::Less {
+                return;
+            }
+        }
+    }
+
+    /// Positions at the last entry with key `<= target` (internal key order).
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if self.valid {
+            if self.icmp.compare(&self.key, target) == Ordering::Greater {
+                self.prev();
+            }
+        } else if self.corruption.is_none() {
+            self.seek_to_last();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, BytewiseComparator, ValueKind};
+    use rand::{Rng, SeedableRng};
+
+    fn icmp() -> InternalKeyComparator {
+        InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    /// Sorted, distinct internal keys with shared prefixes, each with a value.
+    fn entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..n)
+            .map(|i| {
+                // Even numbers only, so odd numbers make "between" keys.
+                let user = format!("key{:06}", i * 2);
+                (
+                    make_internal_key(user.as_bytes(), 100, ValueKind::Value),
+                    format!("value-{i}-{}", "x".repeat(i % 13)).into_bytes(),
+                )
+            })
+            .collect()
+    }
+
+    fn build(items: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval);
+        for (k, v) in items {
+            b.add(k, v);
+        }
+        assert_eq!(b.len(), items.len());
+        let est = b.size_estimate();
+        let data = b.finish();
+        assert_eq!(data.len(), est);
+        assert!(b.is_empty());
+        Arc::new(Block::new(data).expect("valid block"))
+    }
+
+    fn between(i: usize) -> Vec<u8> {
+        make_internal_key(
+            format!("key{:06}", i * 2 + 1).as_bytes(),
+            100,
+            ValueKind::Value,
+        )
+    }
+
+    #[test]
+    fn round_trip_every_interval() {
+        let items = entries(300);
+        for interval in [1, 2, 16, 1000] {
+            let block = build(&items, interval);
+            assert_eq!(block.num_restarts(), 300usize.div_ceil(interval));
+            let mut it = BlockIter::new(block.clone(), icmp());
+            // Forward.
+            it.seek_to_first();
+            for (k, v) in &items {
+                assert!(it.valid());
+                assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+                it.next();
+            }
+            assert!(!it.valid());
+            // Backward.
+            it.seek_to_last();
+            for (k, v) in items.iter().rev() {
+                assert!(it.valid());
+                assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+                it.prev();
+            }
+            assert!(!it.valid());
+            assert!(it.corruption().is_none());
+            // Seeks at and between every key, and a step each way from there.
+            for (i, (k, _)) in items.iter().enumerate() {
+                it.seek(k);
+                assert_eq!(it.key(), &k[..], "seek exact {i}");
+                it.prev();
+                if i == 0 {
+                    assert!(!it.valid());
+                } else {
+                    assert_eq!(it.key(), &items[i - 1].0[..]);
+                }
+                it.seek_for_prev(k);
+                assert_eq!(it.key(), &k[..], "seek_for_prev exact {i}");
+                it.next();
+                match items.get(i + 1) {
+                    Some((n, _)) => assert_eq!(it.key(), &n[..]),
+                    None => assert!(!it.valid()),
+                }
+                let b = between(i);
+                it.seek(&b);
+                match items.get(i + 1) {
+                    Some((n, _)) => assert_eq!(it.key(), &n[..], "seek between {i}"),
+                    None => assert!(!it.valid()),
+                }
+                it.seek_for_prev(&b);
+                assert_eq!(it.key(), &k[..], "seek_for_prev between {i}");
+            }
+            let before = make_internal_key(b"a", 1, ValueKind::Value);
+            it.seek(&before);
+            assert_eq!(it.key(), &items[0].0[..]);
+            it.seek_for_prev(&before);
+            assert!(!it.valid());
+            let after = make_internal_key(b"z", 1, ValueKind::Value);
+            it.seek(&after);
+            assert!(!it.valid());
+            it.seek_for_prev(&after);
+            assert_eq!(it.key(), &items[299].0[..]);
+            assert!(it.corruption().is_none());
+        }
+    }
+
+    #[test]
+    fn empty_block() {
+        let block = build(&[], 16);
+        assert!(block.is_empty());
+        assert_eq!(block.data().len(), 8);
+        let mut it = BlockIter::new(block, icmp());
+        it.seek_to_first();
+        assert!(!it.valid());
+        it.seek_to_last();
+        assert!(!it.valid());
+        it.seek(b"anything");
+        assert!(!it.valid());
+        it.seek_for_prev(b"anything");
+        assert!(!it.valid());
+        assert!(it.corruption().is_none());
+    }
+
+    #[test]
+    fn golden_bytes() {
+        let mut b = BlockBuilder::new(2);
+        b.add(b"apple", b"1");
+        b.add(b"apricot", b"22");
+        b.add(b"banana", b"");
+        let data = b.finish();
+        #[rustfmt::skip]
+        let expected: Vec<u8> = [
+            &[0u8, 5, 1][..], b"apple", b"1",       // restart 0 at offset 0
+            &[2, 5, 2], b"ricot", b"22",            // shares "ap"
+            &[0, 6, 0], b"banana",                  // restart 1 at offset 19
+            &[0, 0, 0, 0, 19, 0, 0, 0, 2, 0, 0, 0],
+        ]
+        .concat();
+        assert_eq!(data, expected);
+    }
+
+    #[test]
+    fn rejects_bad_restart_arrays() {
+        assert!(Block::new(vec![]).is_err());
+        assert!(Block::new(vec![0, 0, 0, 0]).is_err(), "zero restarts");
+        assert!(
+            Block::new(vec![0, 0, 0, 0, 5, 0, 0, 0]).is_err(),
+            "too many"
+        );
+        assert!(
+            Block::new(vec![1, 0, 0, 0, 1, 0, 0, 0]).is_err(),
+            "first not 0"
+        );
+        let items = entries(10);
+        let good = build(&items, 2).data().to_vec();
+        let n = good.len();
+        let mut swapped = good.clone();
+        // Make restart 2 point before restart 1.
+        let r1 = n - 4 - 5 * 4 + 4;
+        swapped[r1 + 4..r1 + 8].copy_from_slice(&[1, 0, 0, 0]);
+        assert!(Block::new(swapped).is_err());
+    }
+
+    #[test]
+    fn damaged_entries_never_panic() {
+        let items = entries(40);
+        let good = build(&items, 4).data().to_vec();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..2000 {
+            let mut data = good.clone();
+            for _ in 0..rng.gen_range(1..4) {
+                let i = rng.gen_range(0..data.len());
+                data[i] = rng.gen();
+            }
+            if rng.gen_bool(0.1) {
+                data.truncate(rng.gen_range(0..data.len()));
+            }
+            let Ok(block) = Block::new(data) else {
+                continue;
+            };
+            let mut it = BlockIter::new(Arc::new(block), icmp());
+            it.seek_to_first();
+            let mut steps = 0;
+            while it.valid() && steps < 1000 {
+                it.next();
+                steps += 1;
+            }
+            it.seek_to_last();
+            while it.valid() && steps < 2000 {
+                it.prev();
+                steps += 1;
+            }
+            it.seek(&items[17].0);
+            it.seek_for_prev(&items[3].0);
+            let _ = (it.key(), it.value(), it.corruption());
+        }
+    }
+
+    #[test]
+    fn random_walk_against_oracle() {
+        let items = entries(200);
+        let block = build(&items, 3);
+        let mut it = BlockIter::new(block, icmp());
+        let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+        let mut pos: Option<usize> = None;
+        for _ in 0..3000 {
+            match rng.gen_range(0..6) {
+                0 => {
+                    it.seek_to_first();
+                    pos = Some(0);
+                }
+                1 => {
+                    it.seek_to_last();
+                    pos = Some(items.len() - 1);
+                }
+                2 => {
+                    let i = rng.gen_range(0..items.len());
+                    it.seek(&between(i));
+                    pos = (i + 1 < items.len()).then_some(i + 1);
+                }
+                3 => {
+                    let i = rng.gen_range(0..items.len());
+                    it.seek_for_prev(&between(i));
+                    pos = Some(i);
+                }
+                4 => {
+                    if let Some(p) = pos {
+                        it.next();
+                        pos = (p + 1 < items.len()).then_some(p + 1);
+                    }
+                }
+                _ => {
+                    if let Some(p) = pos {
+                        it.prev();
+                        pos = p.checked_sub(1);
+                    }
+                }
+            }
+            match pos {
+                Some(p) => {
+                    assert!(it.valid());
+                    assert_eq!(it.key(), &items[p].0[..]);
+                    assert_eq!(it.value(), &items[p].1[..]);
+                }
+                None => assert!(!it.valid()),
+            }
+        }
+    }
+}

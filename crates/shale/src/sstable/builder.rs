@@ -1,0 +1,279 @@
+//! Writes one table file front to back: data blocks as entries arrive, then the filter, index,
+//! properties and metaindex blocks and the footer.
+//!
+//! Invariants: keys arrive in strictly increasing internal key order (debug-asserted); an index
+//! entry for a data block is written only once the next key (or the end of the table) is known,
+//! so its separator can be shortened to lie between the two blocks. After a failed write the
+//! builder refuses further work and returns that error again.
+//!
+//! Thread-safety: one thread at a time.
+//!
+//! Format doc: `docs/format/sstable.md` ("File layout").
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+use crate::env::WritableFile;
+use crate::error::{Error, Result};
+use crate::key::{parse_internal_key, ValueKind};
+use crate::limits::MAX_BLOCK_BYTES;
+use crate::options::Compression;
+
+use super::block::BlockBuilder;
+use super::filter::BloomFilterBuilder;
+use super::format::{
+    compress_block, encode_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_LEN, BLOCK_TYPE_NONE,
+    TABLE_FORMAT_VERSION,
+};
+use super::properties::{encode_properties, TableProperties};
+use super::{compression_name, TableOptions, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+
+/// Builds a table file from entries added in order.
+pub struct TableBuilder {
+    opts: TableOptions,
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    /// Bytes written to the file so far.
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: Option<BloomFilterBuilder>,
+    /// The last key added, kept across data blocks for separators and the order check.
+    last_key: Vec<u8>,
+    /// Handle of the last flushed data block, whose index entry waits for the next key.
+    pending_handle: Option<BlockHandle>,
+    props: TableProperties,
+    /// Reused output buffer for compression.
+    compressed: Vec<u8>,
+    /// The first write error; every later call returns it again.
+    failed: Option<Error>,
+}
+
+/// Compresses (if worthwhile) and appends one block with its trailer; returns its handle.
+fn write_block(
+    file: &mut dyn WritableFile,
+    path: &Path,
+    offset: &mut u64,
+    scratch: &mut Vec<u8>,
+    raw: &[u8],
+    compression: Compression,
+) -> Result<BlockHandle> {
+    let block_type = compress_block(compression, raw, scratch);
+    let stored: &[u8] = if block_type == BLOCK_TYPE_NONE {
+        raw
+    } else {
+        scratch
+    };
+    if stored.len() as u64 > MAX_BLOCK_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "block of {} bytes for {} exceeds the {MAX_BLOCK_BYTES}-byte limit",
+            stored.len(),
+            path.display()
+        )));
+    }
+    let handle = BlockHandle::new(*offset, stored.len() as u64);
+    file.append(stored)?;
+    file.append(&encode_block_trailer(stored, block_type))?;
+    *offset += stored.len() as u64 + BLOCK_TRAILER_LEN as u64;
+    Ok(handle)
+}
+
+impl TableBuilder {
+    /// A builder writing to `file` (a new, empty file at `path`).
+    pub fn new(opts: TableOptions, file: Box<dyn WritableFile>, path: PathBuf) -> TableBuilder {
+        let filter =
+            (opts.bloom_bits_per_key > 0).then(|| BloomFilterBuilder::new(opts.bloom_bits_per_key));
+        let props = TableProperties {
+            compression: compression_name(opts.compression),
+            comparator: opts.icmp.user().name().to_string(),
+            format_version: TABLE_FORMAT_VERSION,
+            ..TableProperties::default()
+        };
+        TableBuilder {
+            data_block: BlockBuilder::new(opts.block_restart_interval),
+            // Index lookups binary-search every entry, so every entry is a restart point.
+            index_block: BlockBuilder::new(1),
+            opts,
+            file,
+            path,
+            offset: 0,
+            filter,
+            last_key: Vec::new(),
+            pending_handle: None,
+            props,
+            compressed: Vec::new(),
+            failed: None,
+        }
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+
+    fn remember<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if self.failed.is_none() {
+                self.failed = Some(e.duplicate());
+            }
+        }
+        r
+    }
+
+    /// Adds an entry.
+    ///
+    /// REQUIRES: ikey strictly greater than every key added before (internal key order).
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        self.check_failed()?;
+        let Some(parsed) = parse_internal_key(ikey) else {
+            return Err(Error::InvalidArgument(format!(
+                "table {}: malformed internal key {:?}",
+                self.path.display(),
+                String::from_utf8_lossy(ikey)
+            )));
+        };
+        debug_assert!(
+            self.props.num_entries == 0
+                || self.opts.icmp.compare(&self.last_key, ikey) == Ordering::Less,
+            "keys must be added in strictly increasing order"
+        );
+        if let Some(handle) = self.pending_handle.take() {
+            // Shorten the index key to anything in [last key of the block, first key of next).
+            let mut separator = std::mem::take(&mut self.last_key);
+            self.opts.icmp.find_shortest_separator(&mut separator, ikey);
+            self.index_block.add(&separator, &handle.encode());
+        }
+        if let Some(f) = &mut self.filter {
+            f.add_key(parsed.user_key);
+        }
+        let p = &mut self.props;
+        if p.num_entries == 0 {
+            p.smallest_key = ikey.to_vec();
+            p.smallest_seqno = parsed.sequence;
+        }
+        p.num_entries += 1;
+        match parsed.kind {
+            ValueKind::Deletion => p.num_deletions += 1,
+            ValueKind::Merge => p.num_merges += 1,
+            ValueKind::Value | ValueKind::ExpiringValue => {}
+        }
+        p.raw_key_bytes += ikey.len() as u64;
+        p.raw_value_bytes += value.len() as u64;
+        p.smallest_seqno = p.smallest_seqno.min(parsed.sequence);
+        p.largest_seqno = p.largest_seqno.max(parsed.sequence);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.data_block.add(ikey, value);
+        if self.data_block.size_estimate() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let raw = self.data_block.finish();
+        let r = write_block(
+            self.file.as_mut(),
+            &self.path,
+            &mut self.offset,
+            &mut self.compressed,
+            &raw,
+            self.opts.compression,
+        );
+        let handle = self.remember(r)?;
+        self.props.num_data_blocks += 1;
+        self.props.data_size = self.offset;
+        self.pending_handle = Some(handle);
+        Ok(())
+    }
+
+    fn write_meta_block(&mut self, raw: &[u8], compression: Compression) -> Result<BlockHandle> {
+        let r = write_block(
+            self.file.as_mut(),
+            &self.path,
+            &mut self.offset,
+            &mut self.compressed,
+            raw,
+            compression,
+        );
+        self.remember(r)
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes written so far plus the size of the block being filled.
+    pub fn file_size(&self) -> u64 {
+        let pending = if self.data_block.is_empty() {
+            0
+        } else {
+            self.data_block.size_estimate() as u64
+        };
+        self.offset + pending
+    }
+
+    /// Writes the filter, index, properties and metaindex blocks and the footer, then syncs and
+    /// closes the file. Returns the table's properties, `file_size` included.
+    pub fn finish(mut self) -> Result<TableProperties> {
+        self.check_failed()?;
+        self.flush_data_block()?;
+        self.props.largest_key = self.last_key.clone();
+        let filter_bytes = self.filter.take().map(|f| f.finish());
+        let filter_handle = match filter_bytes {
+            // A bloom filter is close to random bits: compressing it is wasted effort.
+            Some(bytes) => Some(self.write_meta_block(&bytes, Compression::None)?),
+            None => None,
+        };
+        if let Some(handle) = self.pending_handle.take() {
+            let mut successor = std::mem::take(&mut self.last_key);
+            self.opts.icmp.find_short_successor(&mut successor);
+            self.index_block.add(&successor, &handle.encode());
+        }
+        let index_raw = self.index_block.finish();
+        let index_handle = self.write_meta_block(&index_raw, self.opts.compression)?;
+        self.props.filter_size = filter_handle.map_or(0, |h| h.size + BLOCK_TRAILER_LEN as u64);
+        self.props.index_size = index_handle.size + BLOCK_TRAILER_LEN as u64;
+        let props_raw = encode_properties(&self.props);
+        let props_handle = self.write_meta_block(&props_raw, Compression::None)?;
+        // Metaindex entries must be sorted by name.
+        let mut meta: Vec<(&str, BlockHandle)> = vec![(PROPERTIES_BLOCK_NAME, props_handle)];
+        if let Some(h) = filter_handle {
+            meta.push((FILTER_BLOCK_NAME, h));
+        }
+        meta.sort_by(|a, b| a.0.cmp(b.0));
+        let mut metaindex = BlockBuilder::new(1);
+        for (name, handle) in &meta {
+            metaindex.add(name.as_bytes(), &handle.encode());
+        }
+        let metaindex_raw = metaindex.finish();
+        let metaindex_handle = self.write_meta_block(&metaindex_raw, Compression::None)?;
+        let footer = Footer {
+            metaindex: metaindex_handle,
+            index: index_handle,
+            format_version: TABLE_FORMAT_VERSION,
+        }
+        .encode();
+        let file = self.file.as_mut();
+        let r = file
+            .append(&footer)
+            .and_then(|()| file.sync())
+            .and_then(|()| file.close());
+        self.remember(r)?;
+        self.offset += footer.len() as u64;
+        self.props.file_size = self.offset;
+        Ok(self.props)
+    }
+
+    /// Closes the file without finishing the table; the caller deletes it.
+    pub fn abandon(mut self) {
+        // The file is garbage either way; a close error changes nothing.
+        let _ = self.file.close();
+    }
+}

@@ -1,0 +1,634 @@
+//! Opens a table file, keeps its index, filter and properties in memory, and serves point
+//! lookups and two-level iterators (index block -> data blocks) over it.
+//!
+//! Invariants: every block handle taken from the file is bounds-checked against the file
+//! before anything is read or allocated; the footer, metaindex, index, filter and properties
+//! blocks are always checksum-verified at open; data blocks are verified on every read from the
+//! file unless [`ReadFlags::verify_checksums`] is off.
+//!
+//! Thread-safety: [`TableReader`] is `Send + Sync` and immutable after open; reads go through
+//! the positional [`RandomAccessFile`] and the concurrent [`BlockCache`]. A [`TableIterator`]
+//! belongs to one thread.
+//!
+//! Format doc: `docs/format/sstable.md` ("Reading a table").
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::env::RandomAccessFile;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, user_key};
+use crate::limits::MAX_BLOCK_BYTES;
+
+use super::block::{Block, BlockCorruption, BlockIter};
+use super::filter::BloomFilter;
+use super::format::{
+    decode_block, decode_footer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+};
+use super::properties::{decode_properties, decode_string_block, TableProperties};
+use super::{ReadFlags, TableOptions, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+
+/// Reads one block from the file (never the cache) and returns its uncompressed contents.
+/// Handles are checked against the block area (`..footer_offset`) before anything is allocated.
+fn read_block_contents(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer_offset: u64,
+    handle: BlockHandle,
+    verify: bool,
+) -> Result<Vec<u8>> {
+    let in_bounds = handle.size <= MAX_BLOCK_BYTES
+        && handle
+            .end_with_trailer()
+            .is_some_and(|end| end <= footer_offset);
+    if !in_bounds {
+        return Err(Error::corruption(
+            path,
+            handle.offset,
+            format!(
+                "block handle (offset {}, size {}) points outside the table's {} block bytes",
+                handle.offset, handle.size, footer_offset
+            ),
+        ));
+    }
+    let len = usize::try_from(handle.size)
+        .ok()
+        .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN))
+        .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows usize"))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(handle.offset, &mut buf)?;
+    decode_block(path, handle.offset, buf, verify)
+}
+
+/// An open table file.
+pub struct TableReader {
+    opts: TableOptions,
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    cache_id: u64,
+    cache: Option<Arc<BlockCache>>,
+    footer: Footer,
+    /// Offset of the footer: every block must end at or before it.
+    footer_offset: u64,
+    index: Arc<Block>,
+    filter: Option<BloomFilter>,
+    meta: Vec<(Vec<u8>, BlockHandle)>,
+    props: TableProperties,
+}
+
+impl std::fmt::Debug for TableReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableReader")
+            .field("path", &self.path)
+            .field("cache_id", &self.cache_id)
+            .field("footer", &self.footer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableReader {
+    /// Opens the table in `file` (at `path`, for messages): reads and verifies the footer,
+    /// metaindex, index, filter and properties blocks. Blocks of this table are cached under
+    /// `cache_id`, which must be unique among the tables sharing `cache`.
+    pub fn open(
+        opts: TableOptions,
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        cache_id: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<TableReader> {
+        let file_size = file.size();
+        let Some(footer_offset) = file_size.checked_sub(FOOTER_LEN as u64) else {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("file of {file_size} bytes is too short to be a table (footer is {FOOTER_LEN} bytes)"),
+            ));
+        };
+        let mut footer_bytes = [0u8; FOOTER_LEN];
+        file.read_exact_at(footer_offset, &mut footer_bytes)?;
+        let footer = decode_footer(&path, footer_offset, &footer_bytes)?;
+        let corrupt = |offset: u64, m: String| Error::corruption(&path, offset, m);
+        let read = |handle: BlockHandle| {
+            read_block_contents(file.as_ref(), &path, footer_offset, handle, true)
+        };
+
+        let mut meta = Vec::new();
+        let meta_entries = decode_string_block(read(footer.metaindex)?)
+            .map_err(|m| corrupt(footer.metaindex.offset, format!("metaindex: {m}")))?;
+        for (name, value) in meta_entries {
+            let Some(handle) = BlockHandle::decode_exact(&value) else {
+                return Err(corrupt(
+                    footer.metaindex.offset,
+                    format!(
+                        "metaindex entry {:?} holds a malformed handle",
+                        String::from_utf8_lossy(&name)
+                    ),
+                ));
+            };
+            meta.push((name, handle));
+        }
+        let find = |name: &str| {
+            meta.iter()
+                .find(|(n, _)| n.as_slice() == name.as_bytes())
+                .map(|(_, h)| *h)
+        };
+
+        let Some(props_handle) = find(PROPERTIES_BLOCK_NAME) else {
+            return Err(corrupt(
+                footer.metaindex.offset,
+                "no properties block".into(),
+            ));
+        };
+        let mut props = decode_properties(read(props_handle)?)
+            .map_err(|m| corrupt(props_handle.offset, format!("properties: {m}")))?;
+        props.file_size = file_size;
+        let expected = opts.icmp.user().name();
+        if props.comparator != expected {
+            return Err(Error::InvalidArgument(format!(
+                "table {} was written with comparator {:?} but is opened with {:?}",
+                path.display(),
+                props.comparator,
+                expected
+            )));
+        }
+
+        let filter = match find(FILTER_BLOCK_NAME) {
+            Some(h) => Some(
+                BloomFilter::from_bytes(&read(h)?)
+                    .map_err(|m| corrupt(h.offset, format!("filter: {m}")))?,
+            ),
+            None => None,
+        };
+
+        let index = Block::new(read(footer.index)?)
+            .map_err(|m| corrupt(footer.index.offset, format!("index block: {m}")))?;
+        Ok(TableReader {
+            opts,
+            file,
+            path,
+            cache_id,
+            cache,
+            footer,
+            footer_offset,
+            index: Arc::new(index),
+            filter,
+            meta,
+            props,
+        })
+    }
+
+    fn corrupt(&self, offset: u64, message: impl Into<String>) -> Error {
+        Error::corruption(&self.path, offset, message)
+    }
+
+    fn block_corrupt(&self, handle: BlockHandle, what: &str, c: BlockCorruption) -> Error {
+        self.corrupt(
+            handle.offset,
+            format!("{what} block: {} (at byte {} of the block)", c.1, c.0),
+        )
+    }
+
+    fn read_block_contents(&self, handle: BlockHandle, verify: bool) -> Result<Vec<u8>> {
+        read_block_contents(
+            self.file.as_ref(),
+            &self.path,
+            self.footer_offset,
+            handle,
+            verify,
+        )
+    }
+
+    /// The data block at `handle`, from the cache when present (filling it if `flags` say so).
+    pub fn read_block(&self, handle: BlockHandle, flags: ReadFlags) -> Result<Arc<Block>> {
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.cache_id, handle.offset) {
+                return Ok(block);
+            }
+        }
+        let raw = self.read_block_contents(handle, flags.verify_checksums)?;
+        let block = Arc::new(
+            Block::new(raw).map_err(|m| self.corrupt(handle.offset, format!("data block: {m}")))?,
+        );
+        if flags.fill_cache {
+            if let Some(cache) = &self.cache {
+                cache.insert(self.cache_id, handle.offset, block.clone());
+            }
+        }
+        Ok(block)
+    }
+
+    /// The table's properties (`file_size` is the size of the file as opened).
+    pub fn properties(&self) -> &TableProperties {
+        &self.props
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The id this table's blocks are cached under.
+    pub fn cache_id(&self) -> u64 {
+        self.cache_id
+    }
+
+    /// The decoded footer.
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// The metaindex: `(block name, handle)` pairs, sorted by name.
+    pub fn meta_entries(&self) -> &[(Vec<u8>, BlockHandle)] {
+        &self.meta
+    }
+
+    /// The bloom filter, if the table has one.
+    pub fn filter(&self) -> Option<&BloomFilter> {
+        self.filter.as_ref()
+    }
+
+    /// Every index entry: `(separator key, data block handle)`, in order.
+    pub fn index_entries(&self) -> Result<Vec<(Vec<u8>, BlockHandle)>> {
+        let mut it = self.index_iter();
+        let mut out = Vec::new();
+        it.seek_to_first();
+        while it.valid() {
+            out.push((it.key().to_vec(), self.index_handle(&it)?));
+            it.next();
+        }
+        self.index_status(&it)?;
+        Ok(out)
+    }
+
+    /// False only if the table certainly holds no entry for `user_key`.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    }
+
+    fn index_iter(&self) -> BlockIter {
+        BlockIter::new(self.index.clone(), self.opts.icmp.clone())
+    }
+
+    fn index_handle(&self, it: &BlockIter) -> Result<BlockHandle> {
+        BlockHandle::decode_exact(it.value()).ok_or_else(|| {
+            self.corrupt(
+                self.footer.index.offset,
+                "index block: malformed data block handle",
+            )
+        })
+    }
+
+    fn index_status(&self, it: &BlockIter) -> Result<()> {
+        match it.corruption() {
+            Some(c) => Err(self.block_corrupt(self.footer.index, "index", c)),
+            None => Ok(()),
+        }
+    }
+
+    /// Point lookup: if the bloom filter says the user key of `ikey` may be present, position
+    /// at the first entry >= ikey and call visit(internal_key, value) for it and each following
+    /// entry (crossing blocks) until visit returns Ok(false) or the table ends. Errors from
+    /// visit are returned as they are.
+    // The visitor's type is spelled out because the DB layer is written against it.
+    #[allow(clippy::type_complexity)]
+    pub fn get(
+        &self,
+        flags: ReadFlags,
+        ikey: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        if !self.may_contain(user_key(ikey)) {
+            return Ok(());
+        }
+        let mut index = self.index_iter();
+        index.seek(ikey);
+        let mut first = true;
+        while index.valid() {
+            let handle = self.index_handle(&index)?;
+            let mut data = BlockIter::new(self.read_block(handle, flags)?, self.opts.icmp.clone());
+            if first {
+                data.seek(ikey);
+                first = false;
+            } else {
+                data.seek_to_first();
+            }
+            while data.valid() {
+                if !visit(data.key(), data.value())? {
+                    return Ok(());
+                }
+                data.next();
+            }
+            if let Some(c) = data.corruption() {
+                return Err(self.block_corrupt(handle, "data", c));
+            }
+            index.next();
+        }
+        self.index_status(&index)
+    }
+
+    /// A cursor over every entry of the table.
+    pub fn iter(self: &Arc<Self>, flags: ReadFlags) -> TableIterator {
+        TableIterator {
+            index: self.index_iter(),
+            table: self.clone(),
+            flags,
+            data: None,
+            data_handle: BlockHandle::default(),
+            error: None,
+        }
+    }
+
+    /// File offset of the data block that would hold `ikey`; the end of the data region for
+    /// keys past the last block. Used to estimate the bytes of a key range.
+    pub fn approximate_offset_of(&self, ikey: &[u8]) -> u64 {
+        let mut index = self.index_iter();
+        index.seek(ikey);
+        if index.valid() {
+            if let Ok(h) = self.index_handle(&index) {
+                return h.offset;
+            }
+        }
+        self.props.data_size
+    }
+
+    /// Reads every data block from the file (bypassing the cache), checking checksums, that
+    /// keys are well-formed internal keys in strictly increasing order, that each index key
+    /// bounds its block, and that the entry count and key range match the properties. Returns
+    /// the number of entries.
+    pub fn verify(&self) -> Result<u64> {
+        let icmp = &self.opts.icmp;
+        let mut index = self.index_iter();
+        let mut prev_key: Vec<u8> = Vec::new();
+        let mut prev_separator: Option<Vec<u8>> = None;
+        let mut count = 0u64;
+        index.seek_to_first();
+        while index.valid() {
+            let handle = self.index_handle(&index)?;
+            let raw = self.read_block_contents(handle, true)?;
+            let block = Block::new(raw)
+                .map_err(|m| self.corrupt(handle.offset, format!("data block: {m}")))?;
+            let mut data = BlockIter::new(Arc::new(block), icmp.clone());
+            data.seek_to_first();
+            if !data.valid() && data.corruption().is_none() {
+                return Err(self.corrupt(handle.offset, "empty data block"));
+            }
+            while data.valid() {
+                let key = data.key();
+                let bad = |m: &str| self.corrupt(handle.offset, format!("data block: {m}"));
+                if parse_internal_key(key).is_none() {
+                    return Err(bad("malformed internal key"));
+                }
+                if count == 0 && key != self.props.smallest_key.as_slice() {
+                    return Err(bad("first key differs from the recorded smallest key"));
+                }
+                if count > 0 && icmp.compare(&prev_key, key) != Ordering::Less {
+                    return Err(bad("keys out of order"));
+                }
+                if let Some(sep) = &prev_separator {
+                    if icmp.compare(sep, key) != Ordering::Less {
+                        return Err(bad("key not above the previous block's index key"));
+                    }
+                }
+                if icmp.compare(key, index.key()) == Ordering::Greater {
+                    return Err(bad("key above its block's index key"));
+                }
+                prev_key.clear();
+                prev_key.extend_from_slice(key);
+                count += 1;
+                data.next();
+            }
+            if let Some(c) = data.corruption() {
+                return Err(self.block_corrupt(handle, "data", c));
+            }
+            prev_separator = Some(index.key().to_vec());
+            index.next();
+        }
+        self.index_status(&index)?;
+        if count != self.props.num_entries {
+            return Err(self.corrupt(
+                self.footer.index.offset,
+                format!(
+                    "table holds {count} entries but its properties record {}",
+                    self.props.num_entries
+                ),
+            ));
+        }
+        if prev_key != self.props.largest_key {
+            return Err(self.corrupt(
+                self.footer.index.offset,
+                "last key differs from the recorded largest key",
+            ));
+        }
+        Ok(count)
+    }
+}
+
+/// A two-level cursor over a table: the index block picks the data block, the data block's
+/// cursor picks the entry.
+///
+/// Errors are sticky: after a block fails to read or decode, the iterator is invalid for good
+/// and every later positioning call leaves it so; `status()` reports the first error.
+pub struct TableIterator {
+    table: Arc<TableReader>,
+    flags: ReadFlags,
+    index: BlockIter,
+    /// Cursor over the data block the index points at; `None` when unpositioned.
+    data: Option<BlockIter>,
+    data_handle: BlockHandle,
+    error: Option<Error>,
+}
+
+impl TableIterator {
+    fn set_error(&mut self, e: Error) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        self.data = None;
+    }
+
+    /// Points `data` at the block the index is positioned on. False when there is none (end of
+    /// the index, or an error, which is recorded).
+    fn load_data_block(&mut self) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        if !self.index.valid() {
+            if let Err(e) = self.table.index_status(&self.index) {
+                self.set_error(e);
+            }
+            self.data = None;
+            return false;
+        }
+        let handle = match self.table.index_handle(&self.index) {
+            Ok(h) => h,
+            Err(e) => {
+                self.set_error(e);
+                return false;
+            }
+        };
+        if self.data.is_some() && self.data_handle == handle {
+            return true;
+        }
+        match self.table.read_block(handle, self.flags) {
+            Ok(block) => {
+                self.data = Some(BlockIter::new(block, self.table.opts.icmp.clone()));
+                self.data_handle = handle;
+                true
+            }
+            Err(e) => {
+                self.set_error(e);
+                false
+            }
+        }
+    }
+
+    /// After the data cursor ran off its block: records its corruption, if any. True if the
+    /// iterator may continue into the neighbouring block.
+    fn data_block_done(&mut self) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        let corruption = self.data.as_ref().and_then(|d| d.corruption());
+        if let Some(c) = corruption {
+            let e = self.table.block_corrupt(self.data_handle, "data", c);
+            self.set_error(e);
+            return false;
+        }
+        true
+    }
+
+    fn data_valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn skip_empty_blocks_forward(&mut self) {
+        while !self.data_valid() {
+            if !self.data_block_done() || !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.next();
+            if !self.load_data_block() {
+                return;
+            }
+            if let Some(d) = &mut self.data {
+                d.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_empty_blocks_backward(&mut self) {
+        while !self.data_valid() {
+            if !self.data_block_done() || !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.prev();
+            if !self.load_data_block() {
+                return;
+            }
+            if let Some(d) = &mut self.data {
+                d.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for TableIterator {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.data_valid()
+    }
+
+    fn seek_to_first(&mut self) {
+        if self.error.is_some() {
+            return;
+        }
+        self.index.seek_to_first();
+        if self.load_data_block() {
+            if let Some(d) = &mut self.data {
+                d.seek_to_first();
+            }
+        }
+        self.skip_empty_blocks_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        if self.error.is_some() {
+            return;
+        }
+        self.index.seek_to_last();
+        if self.load_data_block() {
+            if let Some(d) = &mut self.data {
+                d.seek_to_last();
+            }
+        }
+        self.skip_empty_blocks_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        self.index.seek(target);
+        if self.load_data_block() {
+            if let Some(d) = &mut self.data {
+                d.seek(target);
+            }
+        }
+        self.skip_empty_blocks_forward();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if self.error.is_some() {
+            return;
+        }
+        if self.valid() {
+            // The first entry >= target; if it is past target, the one before is the answer.
+            if self.table.opts.icmp.compare(self.key(), target) == Ordering::Greater {
+                self.prev();
+            }
+        } else {
+            self.seek_to_last();
+        }
+    }
+
+    fn next(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if let Some(d) = &mut self.data {
+            d.next();
+        }
+        self.skip_empty_blocks_forward();
+    }
+
+    fn prev(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if let Some(d) = &mut self.data {
+            d.prev();
+        }
+        self.skip_empty_blocks_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}

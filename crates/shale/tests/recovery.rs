@@ -1,0 +1,219 @@
+//! Recovery: data written before a reopen is all there, whether it was still in the WAL or
+//! already in tables, after a clean close or after the handle was leaked without one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use shale::env::MemFs;
+use shale::{Db, Error, Options, WriteBatch, WriteOptions};
+
+fn small_options(fs: &MemFs) -> Options {
+    Options {
+        write_buffer_size: 16 * 1024,
+        max_file_size: 16 * 1024,
+        max_bytes_for_level_base: 64 * 1024,
+        level0_file_num_compaction_trigger: 2,
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    }
+}
+
+fn kv(i: u32) -> (Vec<u8>, Vec<u8>) {
+    (
+        format!("key{i:06}").into_bytes(),
+        format!("value-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes(),
+    )
+}
+
+fn check_all(db: &Db, n: u32) {
+    for i in 0..n {
+        let (k, v) = kv(i);
+        assert_eq!(db.get(&k).expect("get"), Some(v), "key {i}");
+    }
+    let count = db.range::<&[u8], _>(..).count();
+    assert_eq!(count, n as usize);
+}
+
+#[test]
+fn reopen_after_clean_close_keeps_wal_and_table_data() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        for i in 0..3000 {
+            let (k, v) = kv(i);
+            db.put(&k, &v).expect("put");
+        }
+        let stats = db.stats();
+        assert!(
+            stats.flushes > 0,
+            "the test must exercise tables, not only the WAL"
+        );
+    }
+    let db = Db::open(dir, small_options(&fs)).expect("reopen");
+    check_all(&db, 3000);
+}
+
+#[test]
+fn reopen_without_close_recovers_from_the_wal() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, small_options(&fs)).expect("open");
+    for i in 0..500 {
+        let (k, v) = kv(i);
+        db.put(&k, &v).expect("put");
+    }
+    // Simulate a process that died: the handle (and its lock) is never dropped, so clear the
+    // lock by copying every file into a fresh filesystem.
+    let copy = MemFs::new();
+    copy_dir(&fs, &copy, dir);
+    std::mem::forget(db);
+    let db = Db::open(dir, small_options(&copy)).expect("reopen");
+    check_all(&db, 500);
+}
+
+fn copy_dir(from: &MemFs, to: &MemFs, dir: &Path) {
+    use shale::env::Fs;
+    to.create_dir_all(dir).expect("mkdir");
+    for name in from.list(dir).expect("list") {
+        if name == "LOCK" {
+            continue;
+        }
+        let path = dir.join(&name);
+        if let Some(data) = from.contents(&path) {
+            to.set_contents(&path, data);
+        }
+    }
+}
+
+#[test]
+fn batches_and_deletes_survive_repeated_reopens() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    for round in 0..5u32 {
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        let mut batch = WriteBatch::new();
+        for i in 0..200 {
+            batch.put(format!("r{round}-{i:04}"), format!("v{i}"));
+        }
+        batch.delete(format!("r{round}-0000"));
+        db.write_opt(
+            batch,
+            &WriteOptions {
+                sync: true,
+                ..WriteOptions::default()
+            },
+        )
+        .expect("write");
+        if round > 0 {
+            assert_eq!(
+                db.get(format!("r{}-0001", round - 1)).expect("get"),
+                Some(b"v1".to_vec())
+            );
+            assert_eq!(db.get(format!("r{}-0000", round - 1)).expect("get"), None);
+        }
+    }
+    let db = Db::open(dir, small_options(&fs)).expect("open");
+    assert_eq!(db.range::<&[u8], _>(..).count(), 5 * 199);
+}
+
+#[test]
+fn second_open_of_the_same_directory_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(tmp.path(), Options::default()).expect("open");
+    match Db::open(tmp.path(), Options::default()) {
+        Err(Error::Locked { .. }) => {}
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(db);
+    Db::open(tmp.path(), Options::default()).expect("open after close");
+}
+
+#[test]
+fn create_if_missing_and_error_if_exists() {
+    let fs = MemFs::new();
+    let opts = Options {
+        create_if_missing: false,
+        ..small_options(&fs)
+    };
+    assert!(Db::open("/nope", opts).is_err());
+    drop(Db::open("/db", small_options(&fs)).expect("create"));
+    let opts = Options {
+        error_if_exists: true,
+        ..small_options(&fs)
+    };
+    assert!(Db::open("/db", opts).is_err());
+}
+
+#[test]
+fn destroy_removes_the_database() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("db");
+    {
+        let db = Db::open(&dir, Options::default()).expect("open");
+        db.put(b"a", b"b").expect("put");
+        db.flush().expect("flush");
+    }
+    Db::destroy(&dir, &Options::default()).expect("destroy");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn over_limit_keys_and_values_are_invalid_arguments() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", small_options(&fs)).expect("open");
+    let big_key = vec![b'k'; shale::limits::MAX_KEY_BYTES + 1];
+    assert!(matches!(
+        db.put(&big_key, b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(db.get(&big_key), Err(Error::InvalidArgument(_))));
+    assert!(
+        matches!(db.merge(b"k", b"v"), Err(Error::InvalidArgument(_))),
+        "merge without operator"
+    );
+    db.put(b"ok", b"v").expect("database still usable");
+}
+
+#[test]
+fn read_only_open_sees_wal_and_tables_and_refuses_writes() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, small_options(&fs)).expect("open");
+    for i in 0..1500 {
+        let (k, v) = kv(i);
+        db.put(&k, &v).expect("put");
+    }
+    // Opened while the writer still holds the lock: read-only takes none.
+    let ro = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
+    check_all(&ro, 1500);
+    assert!(matches!(ro.put(b"x", b"y"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        ro.compact_range(None, None),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(ro.flush().is_err());
+    drop(ro);
+    drop(db);
+    // With no writer running, a read-only open changes nothing on disk.
+    let before: Vec<(String, Option<Vec<u8>>)> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .map(|n| (n.clone(), fs.contents(&dir.join(&n))))
+        .collect();
+    let ro = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
+    check_all(&ro, 1500);
+    drop(ro);
+    let after: Vec<(String, Option<Vec<u8>>)> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .map(|n| (n.clone(), fs.contents(&dir.join(&n))))
+        .collect();
+    assert!(
+        before == after,
+        "a read-only open must not create, change or delete files"
+    );
+}
