@@ -1,6 +1,6 @@
 //! shale, this project's engine, through its public API.
 //!
-//! Behind the cargo feature `shale-engine` until the engine's `Db` lands on main. Options
+//! Behind the cargo feature `shale-engine` (on by default). Options
 //! follow the command line where given and shale's defaults otherwise; `--cache_size` sets
 //! the block cache like every other engine's cache. `--sync` and `--disable_wal` become
 //! shale's `WriteOptions`; `--merge_operator=uint64add` installs `UInt64AddOperator`.
@@ -167,14 +167,7 @@ impl Engine for ShaleEngine {
             (Direction::Forward, None) => it.seek_to_first(),
             (Direction::Reverse, None) => it.seek_to_last(),
             (Direction::Forward, Some(k)) => it.seek(k),
-            (Direction::Reverse, Some(k)) => {
-                it.seek(k);
-                if !it.valid() {
-                    it.seek_to_last();
-                } else if it.key() > k {
-                    it.prev();
-                }
-            }
+            (Direction::Reverse, Some(k)) => it.seek_for_prev(k),
         }
         while it.valid() {
             if !visit(it.key(), it.value()) {
