@@ -232,18 +232,40 @@ fn run_clients<F>(
 where
     F: Fn(usize, &mut ThreadStats) -> Result<()> + Sync,
 {
+    run_prepared_clients(
+        threads,
+        histogram,
+        progress,
+        |_| (),
+        |tid, (), st| body(tid, st),
+    )
+}
+
+/// Like [`run_clients`], with an untimed `setup` per thread (e.g. building a value pool)
+/// whose result the thread's `body` receives.
+fn run_prepared_clients<S, P, F>(
+    threads: usize,
+    histogram: bool,
+    progress: &Progress,
+    setup: P,
+    body: F,
+) -> Result<BenchStats>
+where
+    P: Fn(usize) -> S + Sync,
+    F: Fn(usize, S, &mut ThreadStats) -> Result<()> + Sync,
+{
     let barrier = Barrier::new(threads);
     let outcomes: Vec<Result<ThreadStats>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|tid| {
-                let body = &body;
-                let barrier = &barrier;
+                let (setup, body, barrier) = (&setup, &body, &barrier);
                 let progress = progress.clone();
                 scope.spawn(move || {
                     let mut stats = ThreadStats::new(histogram, progress);
+                    let prepared = setup(tid);
                     barrier.wait();
                     stats.start();
-                    let result = body(tid, &mut stats);
+                    let result = body(tid, prepared, &mut stats);
                     stats.stop();
                     result.map(|()| stats)
                 })
@@ -308,44 +330,50 @@ fn do_write(ctx: &Ctx<'_>, spec: WriteSpec) -> Result<Outcome> {
     };
     let ratio = ctx.settings.flags.compression_ratio;
     let mode = WriteMode { sync: spec.sync };
-    let stats = run_clients(ctx.threads(), ctx.histogram(), &ctx.progress, |tid, st| {
-        let (lo, hi) = share(spec.count, ctx.threads(), tid);
-        let mut values = ValueGen::new(ratio, spec.value_size, ctx.thread_seed(tid));
-        let mut key = Vec::with_capacity(ctx.keys.key_size());
-        let mut batch = Batch::new();
-        let mut i = lo;
-        while i < hi {
-            let end = (i + spec.batch).min(hi);
-            if spec.batch == 1 {
-                ctx.keys.write(key_of(i), &mut key);
-                if spec.delete {
-                    ctx.engine.delete(&key, mode)?;
-                    st.add_bytes(key.len() as u64);
-                } else {
-                    let value = values.generate(spec.value_size);
-                    ctx.engine.put(&key, value, mode)?;
-                    st.add_bytes((key.len() + value.len()) as u64);
-                }
-            } else {
-                batch.clear();
-                for j in i..end {
-                    ctx.keys.write(key_of(j), &mut key);
+    let setup = |tid| ValueGen::new(ratio, spec.value_size, ctx.thread_seed(tid));
+    let stats = run_prepared_clients(
+        ctx.threads(),
+        ctx.histogram(),
+        &ctx.progress,
+        setup,
+        |tid, mut values, st| {
+            let (lo, hi) = share(spec.count, ctx.threads(), tid);
+            let mut key = Vec::with_capacity(ctx.keys.key_size());
+            let mut batch = Batch::new();
+            let mut i = lo;
+            while i < hi {
+                let end = (i + spec.batch).min(hi);
+                if spec.batch == 1 {
+                    ctx.keys.write(key_of(i), &mut key);
                     if spec.delete {
-                        batch.delete(&key);
+                        ctx.engine.delete(&key, mode)?;
                         st.add_bytes(key.len() as u64);
                     } else {
                         let value = values.generate(spec.value_size);
-                        batch.put(&key, value);
+                        ctx.engine.put(&key, value, mode)?;
                         st.add_bytes((key.len() + value.len()) as u64);
                     }
+                } else {
+                    batch.clear();
+                    for j in i..end {
+                        ctx.keys.write(key_of(j), &mut key);
+                        if spec.delete {
+                            batch.delete(&key);
+                            st.add_bytes(key.len() as u64);
+                        } else {
+                            let value = values.generate(spec.value_size);
+                            batch.put(&key, value);
+                            st.add_bytes((key.len() + value.len()) as u64);
+                        }
+                    }
+                    ctx.engine.write(&batch, mode)?;
                 }
-                ctx.engine.write(&batch, mode)?;
+                st.finished_ops(end - i);
+                i = end;
             }
-            st.finished_ops(end - i);
-            i = end;
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     Ok(Outcome::Ran {
         message: ops_note(stats.ops, num),
         stats,
@@ -469,36 +497,44 @@ fn do_read_while_writing(ctx: &Ctx<'_>) -> Result<Outcome> {
             self.0.fetch_add(1, Ordering::Release);
         }
     }
-    let stats = run_clients(readers + 1, ctx.histogram(), &ctx.progress, |tid, st| {
-        if tid == readers {
-            st.exclude_from_timing();
-            let mut rng = SmallRng::seed_from_u64(ctx.thread_seed(tid));
-            let mut values = ValueGen::new(ratio, value_size, ctx.thread_seed(tid));
-            let mut key = Vec::with_capacity(ctx.keys.key_size());
-            while readers_done.load(Ordering::Acquire) < readers {
-                ctx.keys.write(rng.gen_range(0..num), &mut key);
-                if let Err(e) =
-                    ctx.engine
-                        .put(&key, values.generate(value_size), WriteMode::default())
-                {
-                    writer_failed.store(1, Ordering::Relaxed);
-                    return Err(e);
+    // Only the writer needs a value pool; readers get none.
+    let setup =
+        |tid| (tid == readers).then(|| ValueGen::new(ratio, value_size, ctx.thread_seed(tid)));
+    let stats = run_prepared_clients(
+        readers + 1,
+        ctx.histogram(),
+        &ctx.progress,
+        setup,
+        |tid, values, st| {
+            if let Some(mut values) = values {
+                st.exclude_from_timing();
+                let mut rng = SmallRng::seed_from_u64(ctx.thread_seed(tid));
+                let mut key = Vec::with_capacity(ctx.keys.key_size());
+                while readers_done.load(Ordering::Acquire) < readers {
+                    ctx.keys.write(rng.gen_range(0..num), &mut key);
+                    if let Err(e) =
+                        ctx.engine
+                            .put(&key, values.generate(value_size), WriteMode::default())
+                    {
+                        writer_failed.store(1, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                    st.background_writes += 1;
                 }
-                st.background_writes += 1;
+                return Ok(());
             }
-            return Ok(());
-        }
-        let _done = Done(&readers_done);
-        read_loop(
-            ctx,
-            ReadKind::Random,
-            num,
-            share(reads, readers, tid),
-            tid,
-            st,
-            Some(&writer_failed),
-        )
-    })?;
+            let _done = Done(&readers_done);
+            read_loop(
+                ctx,
+                ReadKind::Random,
+                num,
+                share(reads, readers, tid),
+                tid,
+                st,
+                Some(&writer_failed),
+            )
+        },
+    )?;
     Ok(Outcome::Ran {
         message: format!(
             "({} of {} found; {} writes)",
