@@ -1,0 +1,261 @@
+//! Everything a run measured, as one serializable record: the source of the comparison
+//! table, the `--json` file and the `--report` page.
+
+use serde::Serialize;
+
+use crate::engines::EngineInfo;
+use crate::histogram::HistogramSummary;
+
+/// How a benchmark ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// It ran; the figures are real.
+    Ok,
+    /// It did not run (e.g. a fresh-database benchmark with --use_existing_db).
+    Skipped,
+    /// The engine lacks the operation (e.g. merge on LMDB).
+    Unsupported,
+    /// It printed information rather than a measurement (`stats`).
+    Info,
+    /// The engine failed; the rest of its suite did not run.
+    Error,
+}
+
+/// One benchmark's figures on one engine.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRecord {
+    /// Benchmark name as printed.
+    pub name: String,
+    /// How it ended.
+    pub status: Status,
+    /// The text after the figures (found counts, op counts), or why it did not run.
+    pub message: String,
+    /// Operations done.
+    pub ops: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Microseconds per operation (per client thread).
+    pub micros_per_op: f64,
+    /// Aggregate operations per second.
+    pub ops_per_sec: f64,
+    /// Aggregate MiB per second, when bytes moved.
+    pub mb_per_sec: Option<f64>,
+    /// Wall-clock seconds.
+    pub wall_seconds: f64,
+    /// Bytes on disk in the database directory afterwards (write benchmarks).
+    pub disk_bytes: Option<u64>,
+    /// Peak resident memory of the process so far for this engine.
+    pub peak_rss_bytes: Option<u64>,
+    /// Latency summary, with --histogram.
+    pub histogram: Option<HistogramSummary>,
+    /// The line printed for it.
+    pub line: String,
+}
+
+impl BenchRecord {
+    /// A record for a benchmark that produced no figures.
+    pub fn note(name: &str, status: Status, message: impl Into<String>, line: String) -> Self {
+        BenchRecord {
+            name: name.to_string(),
+            status,
+            message: message.into(),
+            ops: 0,
+            bytes: 0,
+            micros_per_op: 0.0,
+            ops_per_sec: 0.0,
+            mb_per_sec: None,
+            wall_seconds: 0.0,
+            disk_bytes: None,
+            peak_rss_bytes: None,
+            histogram: None,
+            line,
+        }
+    }
+}
+
+/// One engine's suite.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineRecord {
+    /// Name, version, library, settings.
+    pub info: EngineInfo,
+    /// Results in the order run.
+    pub results: Vec<BenchRecord>,
+    /// Peak resident memory while this engine ran.
+    pub peak_rss_bytes: Option<u64>,
+    /// Whether the peak was reset before this engine (false: it is the process-wide peak).
+    pub peak_rss_per_engine: bool,
+    /// The error that stopped the suite, if one did.
+    pub error: Option<String>,
+}
+
+/// The workload's shape, as printed in the header.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Entries.
+    pub num: u64,
+    /// Reads per read benchmark.
+    pub reads: u64,
+    /// Client threads.
+    pub threads: u32,
+    /// Bytes per key.
+    pub key_size: u32,
+    /// Bytes per value.
+    pub value_size: u32,
+    /// Target compression ratio of values.
+    pub compression_ratio: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Benchmarks as given.
+    pub benchmarks: Vec<String>,
+    /// The command line.
+    pub command_line: Vec<String>,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// "shale-bench".
+    pub tool: String,
+    /// This tool's version.
+    pub tool_version: String,
+    /// Whether this binary was optimized (a debug build's figures are meaningless).
+    pub optimized: bool,
+    /// When the run started.
+    pub date: String,
+    /// CPU count and model.
+    pub cpu: Option<String>,
+    /// CPU cache size.
+    pub cpu_cache: Option<String>,
+    /// The workload.
+    pub workload: Workload,
+    /// Each engine's suite, in the order run.
+    pub engines: Vec<EngineRecord>,
+}
+
+impl RunRecord {
+    /// The engine that ratios are taken against: shale when it ran, else the first.
+    pub fn reference_engine(&self) -> Option<&EngineRecord> {
+        self.engines
+            .iter()
+            .find(|e| e.info.name == "shale")
+            .or_else(|| self.engines.first())
+    }
+
+    /// Row labels for the results by position: the benchmark name, numbered when a name
+    /// repeats (`readrandom`, `readrandom #2`), the same across engines.
+    pub fn row_labels(&self) -> Vec<String> {
+        let longest = self
+            .engines
+            .iter()
+            .max_by_key(|e| e.results.len())
+            .map(|e| e.results.as_slice())
+            .unwrap_or(&[]);
+        let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        longest
+            .iter()
+            .map(|r| {
+                let n = seen.entry(r.name.as_str()).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    r.name.clone()
+                } else {
+                    format!("{} #{}", r.name, n)
+                }
+            })
+            .collect()
+    }
+}
+
+/// Records for tests of the table and the report: three engines, a repeated benchmark, an
+/// unsupported one.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    fn ok(name: &str, ops_per_sec: f64, disk: Option<u64>) -> BenchRecord {
+        BenchRecord {
+            name: name.to_string(),
+            status: Status::Ok,
+            message: String::new(),
+            ops: 1000,
+            bytes: 116_000,
+            micros_per_op: 1e6 / ops_per_sec,
+            ops_per_sec,
+            mb_per_sec: Some(ops_per_sec * 116.0 / 1_048_576.0),
+            wall_seconds: 1000.0 / ops_per_sec,
+            disk_bytes: disk,
+            peak_rss_bytes: Some(30 << 20),
+            histogram: None,
+            line: String::new(),
+        }
+    }
+
+    fn engine(name: &'static str, scale: f64, merge: bool, rss: u64) -> EngineRecord {
+        let merge = if merge {
+            ok("mergerandom", 300_000.0 * scale, Some(4 << 20))
+        } else {
+            BenchRecord::note(
+                "mergerandom",
+                Status::Unsupported,
+                "not supported",
+                String::new(),
+            )
+        };
+        EngineRecord {
+            info: EngineInfo {
+                name,
+                version: "1.0".to_string(),
+                library: Some(format!("/usr/lib/lib{name}.so.1.0")),
+                warning: None,
+                settings: vec!["cache_size=8388608".to_string()],
+            },
+            results: vec![
+                ok(
+                    "fillseq",
+                    500_000.0 * scale,
+                    Some((60.0 / scale) as u64 * (1 << 20)),
+                ),
+                ok("readrandom", 200_000.0 * scale, None),
+                ok("readrandom", 210_000.0 * scale, None),
+                merge,
+            ],
+            peak_rss_bytes: Some(rss),
+            peak_rss_per_engine: true,
+            error: None,
+        }
+    }
+
+    /// shale at full speed, leveldb at half, lmdb at double without merge.
+    pub(crate) fn sample_run() -> RunRecord {
+        RunRecord {
+            tool: "shale-bench".to_string(),
+            tool_version: "0.1.0".to_string(),
+            optimized: true,
+            date: "Tue Jan 17 12:48:28 2012 UTC".to_string(),
+            cpu: Some("2 * Test CPU <3GHz>".to_string()),
+            cpu_cache: Some("512 KB".to_string()),
+            workload: Workload {
+                num: 1000,
+                reads: 1000,
+                threads: 1,
+                key_size: 16,
+                value_size: 100,
+                compression_ratio: 0.5,
+                seed: 301,
+                benchmarks: vec![
+                    "fillseq".into(),
+                    "readrandom".into(),
+                    "readrandom".into(),
+                    "mergerandom".into(),
+                ],
+                command_line: vec!["shale-bench".into(), "--num=1000".into()],
+            },
+            engines: vec![
+                engine("shale", 1.0, true, 40 << 20),
+                engine("leveldb", 0.5, false, 20 << 20),
+                engine("lmdb", 2.0, false, 90 << 20),
+            ],
+        }
+    }
+}

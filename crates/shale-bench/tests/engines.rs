@@ -1,0 +1,429 @@
+//! Every engine in the build, end to end: each adapter behaves like an ordered key-value
+//! store, and a small run of every benchmark completes on each engine with sensible figures.
+//!
+//! shale is tested in the default build; the baselines need the Debian libraries
+//! (scripts/install-baselines.sh) and `--features baselines`.
+
+use std::path::Path;
+
+use shale_bench::engines::{self, Batch, Direction, EngineConfig, EngineKind, WriteMode};
+use shale_bench::error::Error;
+use shale_bench::flags::Settings;
+use shale_bench::record::Status;
+
+/// The engines compiled into this build.
+fn engines_in_build() -> Vec<EngineKind> {
+    let engines: Vec<EngineKind> = EngineKind::ALL
+        .into_iter()
+        .filter(|k| k.check_available().is_ok())
+        .collect();
+    if engines.is_empty() {
+        println!("SKIP: no engine in this build (features shale-engine and baselines are off)");
+    }
+    engines
+}
+
+/// Engines with a merge operator.
+fn has_merge(kind: EngineKind) -> bool {
+    matches!(
+        kind,
+        EngineKind::Shale | EngineKind::RocksDb | EngineKind::RocksDbTuned
+    )
+}
+
+fn config(path: &Path, merge: bool) -> EngineConfig {
+    EngineConfig {
+        path: path.to_path_buf(),
+        write_buffer_size: None,
+        cache_size: 1 << 20,
+        block_size: None,
+        bloom_bits: Some(10),
+        compression: engines::CompressionChoice::Default,
+        max_file_size: None,
+        sync: false,
+        disable_wal: false,
+        merge_uint64add: merge,
+    }
+}
+
+fn collect(
+    db: &dyn engines::Engine,
+    direction: Direction,
+    start: Option<&[u8]>,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    db.scan(direction, start, &mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        out.len() < limit
+    })
+    .expect("scan");
+    out
+}
+
+fn keys(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<&[u8]> {
+    entries.iter().map(|(k, _)| k.as_slice()).collect()
+}
+
+#[test]
+fn every_adapter_behaves_like_an_ordered_map() {
+    for kind in engines_in_build() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = engines::open(kind, &config(dir.path(), true)).expect("open");
+        let w = WriteMode::default();
+        let mut out = Vec::new();
+
+        db.put(b"b", b"2", w).expect("put");
+        db.put(b"d", b"4", w).expect("put");
+        db.put(b"f", b"6", WriteMode { sync: true })
+            .expect("sync put");
+        assert!(db.get(b"b", &mut out).expect("get"), "{kind}");
+        assert_eq!(out, b"2", "{kind}");
+        assert!(!db.get(b"c", &mut out).expect("get missing"), "{kind}");
+        db.put(b"b", b"22", w).expect("overwrite");
+        db.get(b"b", &mut out).expect("get");
+        assert_eq!(out, b"22", "{kind}");
+        db.delete(b"d", w).expect("delete");
+        db.delete(b"zz", w).expect("deleting a missing key is fine");
+        assert!(!db.get(b"d", &mut out).expect("get deleted"), "{kind}");
+
+        let mut batch = Batch::new();
+        batch.put(b"a", b"1");
+        batch.put(b"h", b"8");
+        batch.delete(b"f");
+        db.write(&batch, w).expect("batch");
+        assert!(!db.get(b"f", &mut out).expect("get"), "{kind}");
+
+        let all = collect(db.as_ref(), Direction::Forward, None, usize::MAX);
+        assert_eq!(keys(&all), vec![&b"a"[..], b"b", b"h"], "{kind}");
+        assert_eq!(all[1].1, b"22", "{kind}");
+        let rev = collect(db.as_ref(), Direction::Reverse, None, usize::MAX);
+        assert_eq!(keys(&rev), vec![&b"h"[..], b"b", b"a"], "{kind}");
+        // Forward from a start key: the first key at or after it.
+        assert_eq!(
+            keys(&collect(db.as_ref(), Direction::Forward, Some(b"b"), 9)),
+            vec![&b"b"[..], b"h"],
+            "{kind}"
+        );
+        assert_eq!(
+            keys(&collect(db.as_ref(), Direction::Forward, Some(b"c"), 9)),
+            vec![&b"h"[..]],
+            "{kind}"
+        );
+        assert!(
+            collect(db.as_ref(), Direction::Forward, Some(b"i"), 9).is_empty(),
+            "{kind}"
+        );
+        // Reverse from a start key: the last key at or before it.
+        assert_eq!(
+            keys(&collect(db.as_ref(), Direction::Reverse, Some(b"b"), 9)),
+            vec![&b"b"[..], b"a"],
+            "{kind}"
+        );
+        assert_eq!(
+            keys(&collect(db.as_ref(), Direction::Reverse, Some(b"c"), 9)),
+            vec![&b"b"[..], b"a"],
+            "{kind}"
+        );
+        assert_eq!(
+            keys(&collect(db.as_ref(), Direction::Reverse, Some(b"z"), 1)),
+            vec![&b"h"[..]],
+            "{kind}"
+        );
+        assert!(
+            collect(db.as_ref(), Direction::Reverse, Some(b"0"), 9).is_empty(),
+            "{kind}"
+        );
+        // The visitor stops the scan.
+        assert_eq!(
+            collect(db.as_ref(), Direction::Forward, None, 1).len(),
+            1,
+            "{kind}"
+        );
+
+        db.compact().expect("compact");
+        assert_eq!(
+            collect(db.as_ref(), Direction::Forward, None, usize::MAX),
+            all,
+            "{kind}"
+        );
+        assert!(!db.stats().expect("stats").is_empty(), "{kind}");
+
+        let one = 1u64.to_le_bytes();
+        if db.supports_merge() {
+            for _ in 0..3 {
+                db.merge(b"counter", &one, w).expect("merge");
+            }
+            db.get(b"counter", &mut out).expect("get counter");
+            assert_eq!(out, 3u64.to_le_bytes(), "{kind}");
+        } else {
+            let err = db.merge(b"counter", &one, w).expect_err("no merge");
+            assert!(matches!(err, Error::Unsupported { .. }), "{kind}: {err}");
+        }
+        assert!(!db.info().version.is_empty(), "{kind}");
+        drop(db);
+
+        // Reopening finds the data.
+        let db = engines::open(kind, &config(dir.path(), true)).expect("reopen");
+        assert!(db.get(b"h", &mut out).expect("get after reopen"), "{kind}");
+        assert_eq!(out, b"8", "{kind}");
+    }
+}
+
+#[test]
+fn merge_support_matches_the_engines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for kind in engines_in_build() {
+        let path = dir.path().join(kind.name());
+        std::fs::create_dir(&path).expect("mkdir");
+        let db = engines::open(kind, &config(&path, true)).expect("open");
+        assert_eq!(db.supports_merge(), has_merge(kind), "{kind}");
+        drop(db);
+        // Without the operator no engine offers merges.
+        let path = dir.path().join(format!("{}-plain", kind.name()));
+        std::fs::create_dir(&path).expect("mkdir");
+        let db = engines::open(kind, &config(&path, false)).expect("open");
+        assert!(!db.supports_merge(), "{kind}");
+    }
+}
+
+/// The order of the smoke suite: fills before the reads that need data, every benchmark once
+/// (fillrandom twice, to refill before deleterandom).
+const SMOKE_BENCHMARKS: &str = "fillseq,readrandom,readmissing,readhot,seekrandom,readseq,\
+readreverse,overwrite,readwhilewriting,updaterandom,mergerandom,compact,stats,fillsync,\
+fillbatch,fillrandbatch,deleteseq,fillrandom,deleterandom,fill100K,crc32c,snappycomp,\
+snappyuncomp,influx";
+
+const LINE_PATTERN: &str =
+    r"^(\S+)\s+:\s+([0-9]+\.[0-9]{3}) micros/op;(?:\s+([0-9]+\.[0-9]) MB/s)?(?:\s+(.*))?$";
+
+#[test]
+fn every_benchmark_runs_on_every_baseline() {
+    let num = 400u64;
+    let line_re = regex::Regex::new(LINE_PATTERN).expect("regex");
+    for kind in engines_in_build() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = dir.path().join("run.json");
+        let args = vec![
+            "shale-bench".to_string(),
+            format!("--engine={kind}"),
+            format!("--num={num}"),
+            format!("--benchmarks={SMOKE_BENCHMARKS}"),
+            "--merge_operator=uint64add".to_string(),
+            "--histogram=1".to_string(),
+            "--series=7".to_string(),
+            format!("--db={}", dir.path().join("db").display()),
+            format!("--json={}", json.display()),
+        ];
+        let settings =
+            Settings::from_args(args.clone()).unwrap_or_else(|_| panic!("valid flags for {kind}"));
+        let mut out = Vec::new();
+        let run = shale_bench::run(&settings, args, &mut out).expect("run");
+        let text = String::from_utf8(out).expect("utf-8");
+        let engine = run.engines.first().expect("one engine");
+        assert!(engine.error.is_none(), "{kind}: {:?}\n{text}", engine.error);
+        assert!(text.starts_with(&format!("{}:", kind.name())), "{text}");
+        assert!(text.contains("Entries:    400"), "{text}");
+
+        let by_name = |name: &str| {
+            engine
+                .results
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap_or_else(|| panic!("{kind}: no {name}"))
+        };
+        for r in &engine.results {
+            if r.status == Status::Ok {
+                assert!(
+                    line_re.is_match(&r.line),
+                    "{kind}: line does not parse: {:?}",
+                    r.line
+                );
+                assert!(text.contains(&r.line), "{kind}: {:?} not printed", r.line);
+                assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{kind}: {}", r.name);
+                let h = r.histogram.as_ref().expect("histogram on");
+                assert!(
+                    h.count > 0 && h.min_micros <= h.p50_micros && h.p50_micros <= h.max_micros
+                );
+            }
+        }
+        // Every key written by fillseq is found; missing keys never are.
+        assert_eq!(
+            by_name("readrandom").message,
+            format!("({num} of {num} found)"),
+            "{kind}"
+        );
+        assert_eq!(
+            by_name("readmissing").message,
+            format!("(0 of {num} found)"),
+            "{kind}"
+        );
+        assert_eq!(
+            by_name("seekrandom").message,
+            format!("({num} of {num} found)"),
+            "{kind}"
+        );
+        assert_eq!(by_name("readseq").ops, num, "{kind}");
+        assert_eq!(by_name("readreverse").ops, num, "{kind}");
+        assert!(by_name("readseq").mb_per_sec.is_some(), "{kind}");
+        assert_eq!(
+            by_name("fillsync").message,
+            format!("({} ops)", num / 1000 + 1),
+            "{kind}"
+        );
+        assert!(
+            by_name("updaterandom")
+                .message
+                .starts_with("( updates:400 found:"),
+            "{kind}"
+        );
+        let merge = by_name("mergerandom");
+        if has_merge(kind) {
+            assert_eq!(merge.status, Status::Ok, "{kind}");
+            assert_eq!(merge.message, "( updates:400)");
+        } else {
+            assert_eq!(merge.status, Status::Unsupported, "{kind}");
+            assert!(text.contains("mergerandom  : not supported"), "{text}");
+        }
+        assert_eq!(by_name("stats").status, Status::Info, "{kind}");
+        assert_eq!(by_name("crc32c").message, "(4K per op)");
+        assert!(
+            by_name("snappycomp").message.starts_with("(output: "),
+            "{kind}"
+        );
+        // Disk usage follows every write benchmark and only those.
+        assert!(
+            by_name("fillseq").disk_bytes.is_some_and(|b| b > 0),
+            "{kind}"
+        );
+        assert!(by_name("readrandom").disk_bytes.is_none(), "{kind}");
+        assert!(engine.peak_rss_bytes.is_some_and(|b| b > 0));
+        // The influx steps, with their entry counts.
+        let steps: Vec<(&str, u64)> = engine
+            .results
+            .iter()
+            .filter(|r| r.name.starts_with("influx_"))
+            .map(|r| (r.name.as_str(), r.ops))
+            .collect();
+        assert_eq!(
+            steps,
+            vec![
+                ("influx_write", num),
+                ("influx_scan", num),
+                ("influx_delete", num / 2),
+                ("influx_compact", 1),
+                ("influx_rescan", num / 2),
+                ("influx_write2", num / 2),
+            ],
+            "{kind}"
+        );
+        // The JSON file holds every figure.
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
+                .expect("json parses");
+        assert_eq!(value["engines"][0]["info"]["name"], kind.name());
+        assert_eq!(value["engines"][0]["results"][0]["name"], "fillseq");
+        assert!(value["engines"][0]["results"][0]["disk_bytes"]
+            .as_u64()
+            .is_some());
+        assert!(value["engines"][0]["peak_rss_bytes"].as_u64().is_some());
+    }
+}
+
+#[cfg(feature = "baselines")]
+#[test]
+fn threads_split_the_work_and_engines_compare() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report.html");
+    let args: Vec<String> = vec![
+        "shale-bench".into(),
+        "--engines=lmdb,sqlite,leveldb".into(),
+        "--num=600".into(),
+        "--threads=3".into(),
+        "--benchmarks=fillrandom,readrandom,readwhilewriting,fillrandbatch,readseq".into(),
+        format!("--report={}", report.display()),
+    ];
+    let settings = Settings::from_args(args.clone()).unwrap_or_else(|_| panic!("valid flags"));
+    let mut out = Vec::new();
+    let run = shale_bench::run(&settings, args, &mut out).expect("run");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(run.engines.len(), 3);
+    for engine in &run.engines {
+        assert!(engine.error.is_none(), "{:?}", engine.error);
+        let fill = &engine.results[0];
+        assert_eq!(fill.ops, 600, "three clients share the 600 writes");
+        assert_eq!(engine.results[1].message, "(600 of 600 found)");
+        assert!(
+            engine.results[2].message.contains("of 600 found"),
+            "{}",
+            engine.results[2].message
+        );
+    }
+    // No shale in this build's run: ratios are to the first engine.
+    assert!(
+        text.contains("Comparison: ops/sec (ratio to lmdb)"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("fillrandom") && l.contains("(1.00x)")),
+        "{text}"
+    );
+    let html = std::fs::read_to_string(&report).expect("report written");
+    assert!(html.contains("<h3>readwhilewriting</h3>"));
+    assert!(html.contains("lmdb 0.9."));
+}
+
+#[test]
+fn use_existing_db_skips_fills_and_reads_the_old_data() {
+    let Some(kind) = engines_in_build().first().copied() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let run = |benchmarks: &str, existing: bool| {
+        let args: Vec<String> = vec![
+            "shale-bench".into(),
+            format!("--engine={kind}"),
+            "--num=300".into(),
+            format!("--benchmarks={benchmarks}"),
+            format!("--db={}", db.display()),
+            format!("--use_existing_db={}", u8::from(existing)),
+        ];
+        let settings = Settings::from_args(args.clone()).unwrap_or_else(|_| panic!("valid flags"));
+        let mut out = Vec::new();
+        let record = shale_bench::run(&settings, args, &mut out).expect("run");
+        (record, String::from_utf8(out).expect("utf-8"))
+    };
+    run("fillseq", false);
+    let (record, text) = run("fillrandom,readrandom", true);
+    assert!(
+        text.contains("fillrandom   : skipping (--use_existing_db is true)"),
+        "{text}"
+    );
+    let results = &record.engines[0].results;
+    assert_eq!(results[0].status, Status::Skipped);
+    assert_eq!(results[1].message, "(300 of 300 found)");
+}
+
+#[test]
+fn a_foreign_db_directory_is_never_wiped() {
+    let Some(kind) = engines_in_build().first().copied() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("thesis.tex"), b"precious").expect("write");
+    let args: Vec<String> = vec![
+        "shale-bench".into(),
+        format!("--engine={kind}"),
+        "--num=10".into(),
+        "--benchmarks=fillseq".into(),
+        format!("--db={}", dir.path().display()),
+    ];
+    let settings = Settings::from_args(args.clone()).unwrap_or_else(|_| panic!("valid flags"));
+    let mut out = Vec::new();
+    let record = shale_bench::run(&settings, args, &mut out).expect("run returns");
+    let error = record.engines[0].error.as_deref().expect("refused");
+    assert!(error.contains("refusing to delete"), "{error}");
+    assert!(dir.path().join("thesis.tex").exists());
+}
