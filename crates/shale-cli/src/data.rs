@@ -125,13 +125,16 @@ fn range_options(
     }))
 }
 
+/// What [`walk`] calls for each record: return false to stop.
+type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> CliResult<bool> + 'a;
+
 /// Calls `visit` for each record of `db` within `options`, in order (or reversed), until it
 /// returns false; then reports any read error.
 fn walk(
     db: &Db,
     options: Option<ReadOptions>,
     reverse: bool,
-    visit: &mut dyn FnMut(&[u8], &[u8]) -> CliResult<bool>,
+    visit: &mut Visitor<'_>,
 ) -> CliResult {
     let Some(options) = options else {
         return Ok(());
@@ -176,12 +179,7 @@ pub struct ScanArgs {
 
 /// `scan DB [--from K] [--to K] [--prefix P] [--limit N] [--reverse] [--keys-only]`.
 pub fn scan(ctx: &Context, db_path: &Path, args: &ScanArgs) -> CliResult {
-    let options = range_options(
-        ctx,
-        args.from.clone(),
-        args.to.clone(),
-        args.prefix.clone(),
-    )?;
+    let options = range_options(ctx, args.from.clone(), args.to.clone(), args.prefix.clone())?;
     let db = ctx.open_read_only(db_path)?;
     let mut out = stdout();
     let mut printed = 0u64;
@@ -245,12 +243,10 @@ impl Progress {
         if !enabled || !std::io::stderr().is_terminal() {
             return Progress { bar: None };
         }
-        let bar = indicatif::ProgressBar::with_draw_target(
-            None,
-            indicatif::ProgressDrawTarget::stderr(),
-        );
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
         let style = indicatif::ProgressStyle::with_template(
-            "{spinner} {human_pos} records loaded ({per_sec}) {msg} [{elapsed}]",
+            "{spinner} {human_pos} records loaded, {msg} [{elapsed}]",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
         bar.set_style(style);

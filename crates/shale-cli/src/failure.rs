@@ -12,7 +12,6 @@
 //! Persisted in scripts: never renumber.
 
 use std::fmt;
-use std::path::Path;
 
 /// Why the tool stopped, as a process exit code. Persisted in scripts: never renumber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,11 +85,6 @@ impl Failure {
             other => other.to_string(),
         };
         Failure::new(exit, message)
-    }
-
-    /// An I/O failure on `path` (exit code 4).
-    pub fn io(what: &str, path: &Path, error: &std::io::Error) -> Failure {
-        Failure::new(Exit::Io, format!("{what} {}: {error}", path.display()))
     }
 }
 

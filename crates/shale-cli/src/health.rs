@@ -52,7 +52,10 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
         ("flush_bytes", s.flush_bytes.to_string()),
         ("compactions", s.compactions.to_string()),
         ("trivial_moves", s.trivial_moves.to_string()),
-        ("write_amplification", format!("{:.2}", s.write_amplification)),
+        (
+            "write_amplification",
+            format!("{:.2}", s.write_amplification),
+        ),
         ("slowdowns", s.slowdowns.to_string()),
         ("stalls", s.stalls.to_string()),
         ("expired_dropped", s.expired_dropped.to_string()),
@@ -205,12 +208,14 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             found.problem(&mut out, message)?;
         }
     }
+    // A manifest cut short by damage lacks whatever came after it; say so only once.
+    let manifest_read = manifest_ok;
     for (what, value) in [
         ("log number", state.log_number),
         ("next file number", state.next_file_number),
         ("last sequence", state.last_sequence),
     ] {
-        if value.is_none() {
+        if value.is_none() && manifest_read {
             manifest_ok = false;
             found.problem(
                 &mut out,
@@ -220,6 +225,7 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
     }
     let icmp = InternalKeyComparator::new(std::sync::Arc::new(shale::BytewiseComparator));
     match state.comparator.as_deref() {
+        None if !manifest_read => {}
         None => {
             manifest_ok = false;
             found.problem(
@@ -376,14 +382,15 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
     let mut wals = Vec::new();
     for name in fs.list(db_path)? {
         match parse_file_name(&name) {
-            Some(FileType::Table(n)) if !state.files.contains_key(&n) => found.warning(
-                &mut out,
-                format!(
-                    "{}: not listed in the manifest (left by an interrupted flush or \
+            Some(FileType::Table(n)) if manifest_read && !state.files.contains_key(&n) => found
+                .warning(
+                    &mut out,
+                    format!(
+                        "{}: not listed in the manifest (left by an interrupted flush or \
                      compaction; removed at the next read-write open)",
-                    db_path.join(&name).display()
-                ),
-            )?,
+                        db_path.join(&name).display()
+                    ),
+                )?,
             Some(FileType::Wal(n)) if n >= state.log_number.unwrap_or(0) => wals.push(n),
             _ => {}
         }
@@ -466,9 +473,14 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
         Exit::Io
     };
     let mut message = format!(
-        "check of {} found {} problems:",
+        "check of {} found {} {}:",
         db_path.display(),
-        found.problems.len()
+        found.problems.len(),
+        if found.problems.len() == 1 {
+            "problem"
+        } else {
+            "problems"
+        }
     );
     for (_, p) in &found.problems {
         message.push_str("\n  ");
@@ -576,7 +588,10 @@ pub fn destroy(ctx: &Context, db_path: &Path, yes: bool) -> CliResult {
         ));
     }
     if !yes {
-        let files = names.iter().filter(|n| parse_file_name(n).is_some()).count();
+        let files = names
+            .iter()
+            .filter(|n| parse_file_name(n).is_some())
+            .count();
         let bytes: u64 = names
             .iter()
             .filter(|n| parse_file_name(n).is_some())

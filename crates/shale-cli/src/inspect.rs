@@ -514,11 +514,7 @@ pub fn manifest_dump(ctx: &Context, path: &Path) -> CliResult {
             continue;
         }
         let bytes: u64 = files.iter().map(|f| f.file_size).sum();
-        writeln!(
-            out,
-            "  level {level}: {} files, {bytes} bytes",
-            files.len()
-        )?;
+        writeln!(out, "  level {level}: {} files, {bytes} bytes", files.len())?;
         for f in files {
             writeln!(out, "    {}", show_file(enc, f))?;
         }

@@ -29,7 +29,10 @@ use encoding::Encoding;
 use failure::{CliResult, Failure};
 use records::Format;
 
-const EXIT_CODES: &str = "\
+/// The encoding and exit-code notes, shown after the top-level help.
+macro_rules! exit_codes {
+    () => {
+        "\
 Keys and values are escaped text by default: printable characters as they are, and \\\\, \\t, \\n,
 \\r and \\xHH for a backslash, tab, newline, carriage return and any other byte. --hex and --base64
 switch every key and value, on the command line, in input and in output.
@@ -40,7 +43,9 @@ Exit codes:
   2  usage: bad arguments, a bad escape or encoding, malformed load input
   3  corruption: damaged data, or check found a problem
   4  I/O error
-  5  anything else, e.g. the database is in use by another process or does not exist";
+  5  anything else, e.g. the database is in use by another process or does not exist"
+    };
+}
 
 /// The shale command-line tool.
 #[derive(Debug, Parser)]
@@ -52,7 +57,7 @@ Exit codes:
         Read-only commands (get, scan, count, dump, stats, check, manifest-dump) take no lock \
         and write nothing, so they work beside a process that has the database open. Commands \
         that write need the database to themselves.",
-    after_help = EXIT_CODES,
+    after_help = exit_codes!(),
     after_long_help = concat!(
         "Examples:\n",
         "  shale put ./db user:1 alice\n",
@@ -60,6 +65,7 @@ Exit codes:
         "  shale scan ./db --prefix user: --limit 10\n",
         "  shale dump ./db | shale load ./copy\n",
         "  shale check ./db\n\n",
+        exit_codes!()
     )
 )]
 struct Cli {
@@ -131,8 +137,10 @@ enum Command {
         key: OsString,
     },
     /// Print keys and values in order, as KEY<TAB>VALUE lines.
-    #[command(after_help = "Examples:\n  shale scan ./db --prefix user: --limit 10\n  \
-                            shale scan ./db --from a --to m --reverse --keys-only")]
+    #[command(
+        after_help = "Examples:\n  shale scan ./db --prefix user: --limit 10\n  \
+                            shale scan ./db --from a --to m --reverse --keys-only"
+    )]
     Scan {
         /// Database directory.
         db: PathBuf,
@@ -231,7 +239,8 @@ enum Command {
             that each level's key ranges are ordered and do not overlap (level 0 excepted), \
             that each table's recorded key range and size match the file, and read every live \
             WAL to its end. Prints one line per file; exits with code 3 naming every damaged \
-            file and offset.",
+            file and offset. It takes no lock: on a database another process is writing, a \
+            table compacted away during the check shows as missing, and a second run settles it.",
         after_help = "Example:\n  shale check ./db || shale repair ./db"
     )]
     Check {
@@ -239,7 +248,9 @@ enum Command {
         db: PathBuf,
     },
     /// Compact a key range (default: everything) down the levels.
-    #[command(after_help = "Examples:\n  shale compact ./db\n  shale compact ./db --from a --to f")]
+    #[command(
+        after_help = "Examples:\n  shale compact ./db\n  shale compact ./db --from a --to f"
+    )]
     Compact {
         /// Database directory.
         db: PathBuf,

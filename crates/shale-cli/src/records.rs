@@ -91,10 +91,9 @@ impl<R: BufRead> RecordReader<R> {
     pub fn next_record(&mut self) -> CliResult<Option<(Vec<u8>, Vec<u8>)>> {
         loop {
             self.line.clear();
-            let n = self
-                .input
-                .read_until(b'\n', &mut self.line)
-                .map_err(|e| Failure::new(crate::failure::Exit::Io, format!("reading input: {e}")))?;
+            let n = self.input.read_until(b'\n', &mut self.line).map_err(|e| {
+                Failure::new(crate::failure::Exit::Io, format!("reading input: {e}"))
+            })?;
             if n == 0 {
                 return Ok(None);
             }
@@ -153,9 +152,7 @@ impl<R: BufRead> RecordReader<R> {
                     .map_err(|e| self.bad(format!("not valid JSON: {e}")))?;
                 let field = |name: &str| -> CliResult<Vec<u8>> {
                     match parsed.get(name) {
-                        Some(serde_json::Value::String(s)) => {
-                            self.decode_field(name, s.as_bytes())
-                        }
+                        Some(serde_json::Value::String(s)) => self.decode_field(name, s.as_bytes()),
                         Some(_) => Err(self.bad(format!("member \"{name}\" is not a string"))),
                         None => Err(self.bad(format!(
                             "expected an object with string members \"key\" and \"value\", \

@@ -190,7 +190,10 @@ mod tests {
         copy.put(b"new", b"in the copy").expect("put");
         drop(copy);
         let copy = Db::open("/copy", options(&fs)).expect("reopen checkpoint");
-        assert_eq!(copy.get(b"new").expect("get"), Some(b"in the copy".to_vec()));
+        assert_eq!(
+            copy.get(b"new").expect("get"),
+            Some(b"in the copy".to_vec())
+        );
         assert_eq!(
             copy.get(b"last").expect("get"),
             Some(b"in the memtable".to_vec())
