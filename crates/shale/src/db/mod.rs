@@ -8,6 +8,7 @@
 //! active memtable, with `state` released while it does.
 
 mod background;
+mod checkpoint;
 mod compaction_job;
 mod open;
 mod read;
