@@ -325,6 +325,9 @@ struct State {
     quota: Option<u64>,
     crash_at: Option<u64>,
     crashed: Option<CrashSnapshot>,
+    /// Calls before which a snapshot is captured without stopping anything.
+    capture_at: BTreeSet<u64>,
+    captures: Vec<CrashSnapshot>,
 }
 
 /// A filesystem wrapper that tracks durability and injects faults. See the module docs.
@@ -418,6 +421,18 @@ impl FaultFs {
         self.state.lock().crash_at = Some(call);
     }
 
+    /// Captures a snapshot just before each of the global call numbers in `calls` runs, without
+    /// failing anything; [`FaultFs::take_captures`] hands them over. Many crash points of one run
+    /// cost one run.
+    pub fn capture_at(&self, calls: impl IntoIterator<Item = u64>) {
+        self.state.lock().capture_at.extend(calls);
+    }
+
+    /// The snapshots captured so far by [`FaultFs::capture_at`], oldest first.
+    pub fn take_captures(&self) -> Vec<CrashSnapshot> {
+        std::mem::take(&mut self.state.lock().captures)
+    }
+
     /// The snapshot captured by [`FaultFs::crash_at`], once the crash point was reached.
     pub fn crashed(&self) -> Option<CrashSnapshot> {
         self.state.lock().crashed.clone()
@@ -471,6 +486,14 @@ impl FaultFs {
         }
         state.calls += 1;
         *state.calls_by_kind.entry(kind).or_default() += 1;
+        let call = state.calls;
+        if state.capture_at.remove(&call) {
+            let snapshot = CrashSnapshot {
+                shadow: state.shadow.clone(),
+                calls: state.calls - 1,
+            };
+            state.captures.push(snapshot);
+        }
         if state.crash_at == Some(state.calls) {
             let snapshot = CrashSnapshot {
                 shadow: state.shadow.clone(),
@@ -479,7 +502,6 @@ impl FaultFs {
             state.crashed = Some(snapshot);
             return Verdict::Dead;
         }
-        let call = state.calls;
         let mut verdict = Verdict::Proceed;
         for armed in state.armed.iter_mut() {
             if armed.spec.kind.is_some_and(|k| k != kind) {
@@ -510,16 +532,17 @@ impl FaultFs {
     /// Adopts the files of `path`'s directory (and of `path` itself, if it is a directory) that
     /// exist in the inner filesystem but were never seen here, as durable.
     fn scan_locked(&self, state: &mut State, path: &Path) {
-        let is_dir_op = state.shadow.dirs.contains(path);
-        let candidates = [is_dir_op.then_some(path), path.parent()];
+        let candidates = [Some(path), path.parent()];
         for dir in candidates.into_iter().flatten() {
             if dir.as_os_str().is_empty() || state.scanned.contains(dir) {
                 continue;
             }
+            // Every path is tried once: files fail to list, and a directory that does not exist
+            // yet can only gain files through this wrapper.
+            state.scanned.insert(dir.to_path_buf());
             let Ok(names) = self.inner.list(dir) else {
                 continue;
             };
-            state.scanned.insert(dir.to_path_buf());
             state.shadow.dirs.insert(dir.to_path_buf());
             for name in names {
                 let file = dir.join(&name);
@@ -1164,6 +1187,27 @@ mod tests {
         let img = snapshot.image(CrashMode::ProcessCrash, 0);
         assert_eq!(contents(&img, "f").as_deref(), Some(&b"one"[..]));
         assert!(contents(&img, "g").is_none());
+    }
+
+    #[test]
+    fn capture_at_snapshots_without_stopping() {
+        let fs = FaultFs::in_memory();
+        fs.create_dir_all(&dir()).expect("mkdir"); // call 1
+        fs.capture_at([3, 4]);
+        let mut f = fs.create(&dir().join("f")).expect("create"); // call 2
+        f.append(b"one").expect("append"); // call 3
+        f.flush().expect("flush"); // call 4
+        f.append(b"two").expect("append"); // call 5
+        let captures = fs.take_captures();
+        assert_eq!(captures.len(), 2);
+        assert_eq!(captures[0].call_count(), 2);
+        assert_eq!(captures[1].call_count(), 3);
+        let img = captures[1].image(CrashMode::ProcessCrash, 0);
+        assert_eq!(
+            contents(&img, "f").as_deref(),
+            Some(&b""[..]),
+            "not flushed yet"
+        );
     }
 
     #[test]
