@@ -7,5 +7,6 @@
 //! The `shale-stress` binary runs them all (`shale-stress all --quick`) and reports counts.
 
 pub mod crash;
+pub mod faults;
 pub mod oracle;
 pub mod workload;

@@ -1,14 +1,18 @@
 //! The `shale-stress` command: see `docs/durability.md`.
 
 fn main() {
-    let plan = shale_stress::crash::CrashPlan {
-        seed: 1,
-        runs: 20,
-        ops_per_run: 120,
-        captures_per_run: 30,
-        recovery_crash_every: 8,
-    };
     let start = std::time::Instant::now();
-    let stats = shale_stress::crash::campaign(plan, 2);
-    println!("{stats:#?} in {:?}", start.elapsed());
+    let stats = shale_stress::faults::every_operation(1);
+    println!(
+        "runs {} faulted {} not fired {} violations {} in {:?}",
+        stats.runs,
+        stats.faulted(),
+        stats.not_fired,
+        stats.violations(),
+        start.elapsed()
+    );
+    println!("{:#?}", stats.fired_by_kind);
+    for p in &stats.checks.problems {
+        println!("{p}");
+    }
 }

@@ -91,6 +91,8 @@ pub struct WriteRecord {
     pub end_call: u64,
     /// `Some(true)` acknowledged, `Some(false)` failed, `None` in flight.
     pub outcome: Option<bool>,
+    /// Failed with `Error::Poisoned`: refused before it reached the WAL, so never applied.
+    pub refused: bool,
 }
 
 /// A moment after which every write before `floor` is durable: an acknowledged flush,
@@ -153,6 +155,7 @@ impl History {
             start_call,
             end_call: u64::MAX,
             outcome: None,
+            refused: false,
         });
         self.writes.len() - 1
     }
@@ -162,6 +165,14 @@ impl History {
         if let Some(w) = self.writes.get_mut(index) {
             w.outcome = Some(ok);
             w.end_call = end_call;
+        }
+    }
+
+    /// Records that write `index` was refused by a poisoned database: it must never appear.
+    pub fn refuse(&mut self, index: usize, end_call: u64) {
+        self.complete(index, false, end_call);
+        if let Some(w) = self.writes.get_mut(index) {
+            w.refused = true;
         }
     }
 
@@ -187,7 +198,7 @@ impl History {
             let returned = w.end_call <= calls;
             match (returned, w.outcome) {
                 (true, Some(true)) if keeps_flushed || w.sync => lo = i + 1,
-                (_, Some(false)) => optional.push(i),
+                (_, Some(false)) if !w.refused => optional.push(i),
                 _ => {}
             }
         }
@@ -247,7 +258,7 @@ impl History {
                 return Some(p);
             }
             let Some(w) = self.writes.get(p) else { break };
-            if skip.contains(&p) {
+            if skip.contains(&p) || w.refused {
                 continue;
             }
             let keys: BTreeSet<&[u8]> = w.entries.iter().map(Entry::key).collect();
@@ -275,12 +286,12 @@ impl History {
             if diff < best.0 {
                 best = (diff, p);
             }
-            if let Some(w) = self.writes.get(p) {
+            if let Some(w) = self.writes.get(p).filter(|w| !w.refused) {
                 apply(self.merge, &mut model, &w.entries);
             }
         }
         let mut model = State::new();
-        for w in self.writes.iter().take(best.1) {
+        for w in self.writes.iter().take(best.1).filter(|w| !w.refused) {
             apply(self.merge, &mut model, &w.entries);
         }
         let mut diffs = Vec::new();

@@ -220,6 +220,10 @@ pub struct Runner {
     pub acked_after_poison: u64,
     /// Operations that failed, with their errors.
     pub failures: Vec<String>,
+    /// Check the state after every successful open against the history.
+    pub check_opens: bool,
+    /// Opens whose state broke the contract.
+    pub open_violations: Vec<String>,
 }
 
 impl Runner {
@@ -234,6 +238,8 @@ impl Runner {
             poisoned: false,
             acked_after_poison: 0,
             failures: Vec::new(),
+            check_opens: false,
+            open_violations: Vec::new(),
         }
     }
 
@@ -243,6 +249,22 @@ impl Runner {
         let options = self.cfg.options(Arc::new(self.fs.clone()));
         match Db::open(Path::new(&self.dir), options) {
             Ok(db) => {
+                if self.check_opens {
+                    // Nothing crashed: every acknowledged write must be there.
+                    let bounds = self.history.bounds(u64::MAX, true);
+                    match read_state(&db) {
+                        Ok(state) => {
+                            if let crate::oracle::Verdict::Violation(why) =
+                                self.history.check(&state, &bounds)
+                            {
+                                self.open_violations.push(why);
+                            }
+                        }
+                        // An injected I/O error may fail the read; reporting it is right.
+                        Err(Error::Io { .. }) => {}
+                        Err(e) => self.open_violations.push(format!("read after open: {e}")),
+                    }
+                }
                 self.db = Some(db);
                 self.poisoned = false;
                 self.history.sync_point(self.fs.calls());
@@ -270,8 +292,12 @@ impl Runner {
                     ..WriteOptions::default()
                 };
                 let result = db.write_opt(batch_of(entries), &options);
-                self.history
-                    .complete(index, result.is_ok(), self.fs.calls());
+                if matches!(result, Err(Error::Poisoned(_))) {
+                    self.history.refuse(index, self.fs.calls());
+                } else {
+                    self.history
+                        .complete(index, result.is_ok(), self.fs.calls());
+                }
                 match result {
                     Ok(()) if self.poisoned => self.acked_after_poison += 1,
                     Ok(()) => {}
