@@ -89,12 +89,8 @@ impl DbInner {
         for n in &outputs_numbers {
             state.pending_outputs.remove(n);
         }
-        if result.is_err() {
-            // Outputs never became live; remove them now rather than leave garbage.
-            for n in &outputs_numbers {
-                let _ = self.options.fs.remove(&table_file_name(&self.dir, *n));
-            }
-        }
+        // Outputs are never removed here on failure: when the manifest write failed, its edit may
+        // still have reached the disk, and then they are live. The next open deletes them if not.
         result?;
         self.install_view(state);
         self.delete_obsolete_files(state);

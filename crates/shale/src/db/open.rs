@@ -110,14 +110,16 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         replay.flush_recovered(&mem, &mut versions, &mut edit)?;
     }
 
-    // A fresh WAL for new writes; the replayed ones become obsolete with this edit.
+    // A fresh WAL for new writes; the replayed ones become obsolete with this edit. The file is
+    // created only once the edit is durable: a crash in between must not leave a newer WAL
+    // beside a replayed one whose torn tail is then no longer the newest.
     let wal_number = versions.new_file_number();
-    let wal_path = wal_file_name(dir, wal_number);
-    let wal = LogWriter::new(fs.create(&wal_path)?, wal_path, LogKind::Wal, wal_number)?;
-    fs.sync_dir(dir)?;
     edit.log_number = Some(wal_number);
     versions.set_last_sequence(last_sequence);
     versions.log_and_apply(edit)?;
+    let wal_path = wal_file_name(dir, wal_number);
+    let wal = LogWriter::new(fs.create(&wal_path)?, wal_path, LogKind::Wal, wal_number)?;
+    fs.sync_dir(dir)?;
 
     let inner = Arc::new(build_inner(Parts {
         dir,

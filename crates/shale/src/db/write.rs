@@ -254,21 +254,26 @@ impl DbInner {
     /// Freezes the active memtable and starts a new WAL. REQUIRES: `state` held by the leader.
     fn switch_memtable(&self, state: &mut MutexGuard<'_, DbState>) -> Result<()> {
         let number = state.versions.new_file_number();
-        let path = wal_file_name(&self.dir, number);
-        let file = self.options.fs.create(&path)?;
-        let new_log = LogWriter::new(file, path, LogKind::Wal, number)?;
-        self.options.fs.sync_dir(&self.dir)?;
-        {
+        let switched = (|| -> Result<()> {
             let mut wal = self.wal.lock();
+            // The old WAL is complete: make it durable before a newer WAL exists, so recovery
+            // never finds a torn tail in a WAL that is not the newest.
             if let Some(old) = wal.as_mut() {
-                // The old WAL is complete: make it durable so that recovery never finds a
-                // hole before a later log.
-                if let Err(e) = old.sync().and_then(|()| old.close()) {
-                    self.set_bg_error(state, &e);
-                    return Err(e);
-                }
+                old.sync()?;
             }
-            *wal = Some(new_log);
+            let path = wal_file_name(&self.dir, number);
+            let file = self.options.fs.create(&path)?;
+            let new_log = LogWriter::new(file, path, LogKind::Wal, number)?;
+            self.options.fs.sync_dir(&self.dir)?;
+            if let Some(mut old) = wal.replace(new_log) {
+                old.close()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = switched {
+            // A half-made switch leaves the WALs in an unknown state: refuse further writes.
+            self.set_bg_error(state, &e);
+            return Err(e);
         }
         let old_mem = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(self.icmp.clone())));
         let old_number = std::mem::replace(&mut state.mem_wal_number, number);

@@ -11,6 +11,7 @@
 //!
 //! All methods return [`crate::Error::Io`] naming the path and the operation on failure.
 
+pub mod fault;
 mod mem;
 mod posix;
 
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 
+pub use fault::{CrashMode, CrashSnapshot, FaultError, FaultFs, FaultSpec, FiredFault, OpKind};
 pub use mem::MemFs;
 pub use posix::PosixFs;
 
