@@ -759,7 +759,9 @@ fn run_one(ctx: &Ctx<'_>, bench: Benchmark) -> Result<Outcome> {
             status: Status::Info,
             message: ctx.engine.stats()?,
         }),
-        Benchmark::Influx => Err(Error::Usage("influx runs through run_influx".to_string())),
+        Benchmark::Influx => Err(Error::Internal(
+            "influx runs through run_influx".to_string(),
+        )),
     }
 }
 
