@@ -759,7 +759,9 @@ fn run_one(ctx: &Ctx<'_>, bench: Benchmark) -> Result<Outcome> {
             status: Status::Info,
             message: ctx.engine.stats()?,
         }),
-        Benchmark::Influx => Err(Error::Usage("influx runs through run_influx".to_string())),
+        Benchmark::Influx => Err(Error::Internal(
+            "influx runs through run_influx".to_string(),
+        )),
     }
 }
 
@@ -1062,6 +1064,7 @@ fn finish_record(name: &str, outcome: Outcome, dir: Option<&Path>) -> Result<Ben
     };
     let micros = stats.micros_per_op();
     let mb = stats.mb_per_sec();
+    let disk = dir.map(sysinfo::disk_usage).transpose()?;
     Ok(BenchRecord {
         name: name.to_string(),
         status: Status::Ok,
@@ -1073,7 +1076,8 @@ fn finish_record(name: &str, outcome: Outcome, dir: Option<&Path>) -> Result<Ben
         ops_per_sec: stats.ops_per_sec(),
         mb_per_sec: mb,
         wall_seconds: stats.wall_seconds,
-        disk_bytes: dir.map(sysinfo::disk_usage).transpose()?,
+        disk_bytes: disk.map(|d| d.allocated),
+        disk_apparent_bytes: disk.map(|d| d.apparent),
         peak_rss_bytes: sysinfo::peak_rss_bytes(),
         histogram: stats.histogram.as_ref().map(|h| h.summary()),
     })

@@ -31,6 +31,9 @@ pub enum Error {
         /// The engine's own message.
         message: String,
     },
+    /// A fault in the benchmark itself (a client thread panicked, a step was misrouted).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A file-system call made by the benchmark itself failed.
     #[error("{op} {path}: {source}")]
     Io {

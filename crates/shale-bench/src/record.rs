@@ -43,8 +43,10 @@ pub struct BenchRecord {
     pub mb_per_sec: Option<f64>,
     /// Wall-clock seconds.
     pub wall_seconds: f64,
-    /// Bytes on disk in the database directory afterwards (write benchmarks).
+    /// Bytes allocated on disk in the database directory afterwards (write benchmarks).
     pub disk_bytes: Option<u64>,
+    /// Sum of the file lengths in the database directory afterwards (write benchmarks).
+    pub disk_apparent_bytes: Option<u64>,
     /// Peak resident memory of the process so far for this engine.
     pub peak_rss_bytes: Option<u64>,
     /// Latency summary, with --histogram.
@@ -67,6 +69,7 @@ impl BenchRecord {
             mb_per_sec: None,
             wall_seconds: 0.0,
             disk_bytes: None,
+            disk_apparent_bytes: None,
             peak_rss_bytes: None,
             histogram: None,
             line,
@@ -173,7 +176,7 @@ impl RunRecord {
 pub(crate) mod tests_support {
     use super::*;
 
-    fn ok(name: &str, ops_per_sec: f64, disk: Option<u64>) -> BenchRecord {
+    fn ok(name: &str, ops_per_sec: f64, disk: Option<u64>, scale: f64) -> BenchRecord {
         BenchRecord {
             name: name.to_string(),
             status: Status::Ok,
@@ -185,6 +188,13 @@ pub(crate) mod tests_support {
             mb_per_sec: Some(ops_per_sec * 116.0 / 1_048_576.0),
             wall_seconds: 1000.0 / ops_per_sec,
             disk_bytes: disk,
+            disk_apparent_bytes: disk.map(|d| {
+                if name == "fillseq" && scale > 1.5 {
+                    d / 4
+                } else {
+                    d
+                }
+            }),
             peak_rss_bytes: Some(30 << 20),
             histogram: None,
             line: String::new(),
@@ -193,7 +203,7 @@ pub(crate) mod tests_support {
 
     fn engine(name: &'static str, scale: f64, merge: bool, rss: u64) -> EngineRecord {
         let merge = if merge {
-            ok("mergerandom", 300_000.0 * scale, Some(4 << 20))
+            ok("mergerandom", 300_000.0 * scale, Some(4 << 20), scale)
         } else {
             BenchRecord::note(
                 "mergerandom",
@@ -215,9 +225,10 @@ pub(crate) mod tests_support {
                     "fillseq",
                     500_000.0 * scale,
                     Some((60.0 / scale) as u64 * (1 << 20)),
+                    scale,
                 ),
-                ok("readrandom", 200_000.0 * scale, None),
-                ok("readrandom", 210_000.0 * scale, None),
+                ok("readrandom", 200_000.0 * scale, None, scale),
+                ok("readrandom", 210_000.0 * scale, None, scale),
                 merge,
             ],
             peak_rss_bytes: Some(rss),

@@ -156,7 +156,15 @@ pub fn render(run: &RunRecord) -> String {
             .filter_map(|(e, engine)| {
                 let r = engine.results.get(i)?;
                 let disk = r.disk_bytes.filter(|_| r.status == Status::Ok)?;
-                Some((e, engine.info.name, disk as f64, mib(disk)))
+                let mut text = mib(disk);
+                // Preallocated files (RocksDB's WAL) make allocation and length differ a lot;
+                // show both so the bar is not misread.
+                if let Some(apparent) = r.disk_apparent_bytes {
+                    if apparent.abs_diff(disk) > disk / 10 {
+                        text.push_str(&format!(" ({} apparent)", mib(apparent)));
+                    }
+                }
+                Some((e, engine.info.name, disk as f64, text))
             })
             .collect();
         if !rows.is_empty() {
@@ -261,6 +269,11 @@ mod tests {
         assert!(html.contains("lmdb: not supported"));
         assert!(html.contains("Disk usage after write benchmarks"));
         assert!(html.contains("120.0 MiB"), "leveldb's fillseq disk");
+        assert!(
+            html.contains("30.0 MiB (7.5 MiB apparent)"),
+            "lmdb's preallocation shown"
+        );
+        assert!(!html.contains("120.0 MiB ("), "equal sizes show one figure");
         assert!(html.contains("<h3>peak RSS</h3>"));
         assert!(html.contains("90.0 MiB"));
         // Text from the run is escaped.

@@ -76,11 +76,20 @@ pub fn format_ctime_utc(secs: u64) -> String {
     format!("{weekday} {month_name} {day:2} {h:02}:{m:02}:{s:02} {year} UTC")
 }
 
-/// Bytes allocated on disk under `dir` (as `du` counts them: blocks, so sparse files count
-/// only what they use), leaving out the benchmark's own marker file.
-pub fn disk_usage(dir: &Path) -> Result<u64> {
+/// Space a database directory takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Bytes allocated on disk (as `du` counts them: blocks, so sparse files count only what
+    /// they use, and preallocated space, like RocksDB's WAL, counts in full).
+    pub allocated: u64,
+    /// Sum of file lengths (as `du --apparent-size` counts them).
+    pub apparent: u64,
+}
+
+/// The space taken under `dir`, leaving out the benchmark's own marker file.
+pub fn disk_usage(dir: &Path) -> Result<DiskUsage> {
     use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
+    let mut total = DiskUsage::default();
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read_dir", dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read_dir", dir, e))?;
@@ -94,9 +103,12 @@ pub fn disk_usage(dir: &Path) -> Result<u64> {
             continue;
         };
         if meta.is_dir() {
-            total += disk_usage(&path)?;
+            let sub = disk_usage(&path)?;
+            total.allocated += sub.allocated;
+            total.apparent += sub.apparent;
         } else {
-            total += meta.blocks() * 512;
+            total.allocated += meta.blocks() * 512;
+            total.apparent += meta.len();
         }
     }
     Ok(total)
@@ -144,11 +156,18 @@ mod tests {
     fn disk_usage_counts_files_and_skips_the_marker() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join(MARKER_FILE), b"x").expect("marker");
-        assert_eq!(disk_usage(dir.path()).expect("du"), 0);
+        assert_eq!(disk_usage(dir.path()).expect("du"), DiskUsage::default());
         std::fs::create_dir(dir.path().join("sub")).expect("sub");
         std::fs::write(dir.path().join("sub/a"), vec![7u8; 10_000]).expect("a");
         let used = disk_usage(dir.path()).expect("du");
-        assert!(used >= 10_000, "{used}");
+        assert_eq!(used.apparent, 10_000);
+        assert!(used.allocated >= 10_000, "{used:?}");
+        // A sparse file: long, but with almost nothing allocated.
+        let sparse = std::fs::File::create(dir.path().join("sparse")).expect("create");
+        sparse.set_len(1 << 30).expect("set_len");
+        let with_sparse = disk_usage(dir.path()).expect("du");
+        assert_eq!(with_sparse.apparent, 10_000 + (1 << 30));
+        assert!(with_sparse.allocated < 1 << 20, "{with_sparse:?}");
     }
 
     #[test]

@@ -117,10 +117,9 @@ impl RocksDb {
             ffi::rocksdb_options_set_info_log_level(o, ffi::ROCKSDB_INFO_LEVEL);
             ffi::rocksdb_options_set_compression(o, compression);
             settings.push(setting("compression", compression_name));
-            for w in [me.write_async, me.write_sync] {
-                if config.disable_wal {
-                    ffi::rocksdb_writeoptions_disable_WAL(w, 1);
-                }
+            if config.disable_wal {
+                ffi::rocksdb_writeoptions_disable_WAL(me.write_async, 1);
+                ffi::rocksdb_writeoptions_disable_WAL(me.write_sync, 1);
             }
             ffi::rocksdb_writeoptions_set_sync(me.write_sync, 1);
             if config.disable_wal {
