@@ -8,16 +8,19 @@
 pub const MAX_VARINT64_LEN: usize = 10;
 
 /// Appends `v` as 4 little-endian bytes.
+#[inline]
 pub fn put_fixed32(dst: &mut Vec<u8>, v: u32) {
     dst.extend_from_slice(&v.to_le_bytes());
 }
 
 /// Appends `v` as 8 little-endian bytes.
+#[inline]
 pub fn put_fixed64(dst: &mut Vec<u8>, v: u64) {
     dst.extend_from_slice(&v.to_le_bytes());
 }
 
 /// Appends `v` as a LEB128 varint (7 bits a byte, low bits first, high bit = more follows).
+#[inline]
 pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         dst.push((v as u8) | 0x80);
@@ -27,17 +30,20 @@ pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Appends `v` as a LEB128 varint.
+#[inline]
 pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
     put_varint64(dst, u64::from(v));
 }
 
 /// Appends a varint length followed by the bytes of `s`.
+#[inline]
 pub fn put_length_prefixed(dst: &mut Vec<u8>, s: &[u8]) {
     put_varint64(dst, s.len() as u64);
     dst.extend_from_slice(s);
 }
 
 /// Number of bytes `v` takes as a varint.
+#[inline]
 pub fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -48,17 +54,28 @@ pub fn varint_len(mut v: u64) -> usize {
 }
 
 /// Reads a little-endian u32 at the start of `src`.
+#[inline]
 pub fn decode_fixed32(src: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(src.get(..4)?.try_into().ok()?))
 }
 
 /// Reads a little-endian u64 at the start of `src`.
+#[inline]
 pub fn decode_fixed64(src: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(src.get(..8)?.try_into().ok()?))
 }
 
 /// Reads a varint64 at the start of `src`; returns the value and its encoded length.
+#[inline]
 pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
+    // Most lengths in blocks and batches fit in one byte.
+    match src.first() {
+        Some(&b) if b < 0x80 => Some((u64::from(b), 1)),
+        _ => decode_varint64_slow(src),
+    }
+}
+
+fn decode_varint64_slow(src: &[u8]) -> Option<(u64, usize)> {
     let mut result: u64 = 0;
     for (i, &byte) in src.iter().enumerate().take(MAX_VARINT64_LEN) {
         let bits = u64::from(byte & 0x7f);
@@ -74,6 +91,7 @@ pub fn decode_varint64(src: &[u8]) -> Option<(u64, usize)> {
 }
 
 /// Reads a varint32 at the start of `src`; values over `u32::MAX` are malformed.
+#[inline]
 pub fn decode_varint32(src: &[u8]) -> Option<(u32, usize)> {
     let (v, n) = decode_varint64(src)?;
     Some((u32::try_from(v).ok()?, n))
@@ -92,48 +110,57 @@ impl<'a> Decoder<'a> {
         Decoder { buf, pos: 0 }
     }
     /// Bytes consumed so far.
+    #[inline]
     pub fn position(&self) -> usize {
         self.pos
     }
     /// Bytes left.
+    #[inline]
     pub fn remaining(&self) -> &'a [u8] {
         self.buf.get(self.pos..).unwrap_or(&[])
     }
     /// True when every byte has been consumed.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
     /// Reads one byte.
+    #[inline]
     pub fn u8(&mut self) -> Option<u8> {
         let b = *self.buf.get(self.pos)?;
         self.pos += 1;
         Some(b)
     }
     /// Reads a fixed32.
+    #[inline]
     pub fn fixed32(&mut self) -> Option<u32> {
         let v = decode_fixed32(self.remaining())?;
         self.pos += 4;
         Some(v)
     }
     /// Reads a fixed64.
+    #[inline]
     pub fn fixed64(&mut self) -> Option<u64> {
         let v = decode_fixed64(self.remaining())?;
         self.pos += 8;
         Some(v)
     }
     /// Reads a varint64.
+    #[inline]
     pub fn varint64(&mut self) -> Option<u64> {
         let (v, n) = decode_varint64(self.remaining())?;
         self.pos += n;
         Some(v)
     }
     /// Reads a varint32.
+    #[inline]
     pub fn varint32(&mut self) -> Option<u32> {
         let (v, n) = decode_varint32(self.remaining())?;
         self.pos += n;
         Some(v)
     }
     /// Reads `n` raw bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let s = self.buf.get(self.pos..end)?;
@@ -141,6 +168,7 @@ impl<'a> Decoder<'a> {
         Some(s)
     }
     /// Reads a varint length and that many bytes.
+    #[inline]
     pub fn length_prefixed(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.varint64()?).ok()?;
         self.bytes(n)

@@ -15,13 +15,28 @@ use crate::error::{Error, Result};
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// The real filesystem.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct PosixFs;
+#[derive(Debug, Clone, Copy)]
+pub struct PosixFs {
+    mmap_reads: bool,
+}
+
+impl Default for PosixFs {
+    fn default() -> Self {
+        PosixFs { mmap_reads: true }
+    }
+}
 
 impl PosixFs {
-    /// The real filesystem.
+    /// The real filesystem, reading tables through memory maps (as LevelDB does on 64-bit
+    /// systems): a read is a copy from the page cache, with no system call.
     pub fn new() -> Self {
-        PosixFs
+        PosixFs::default()
+    }
+
+    /// The real filesystem, reading with `pread` only (for files another process may truncate,
+    /// where a mapped read past the new end would fault).
+    pub fn without_mmap() -> Self {
+        PosixFs { mmap_reads: false }
     }
 }
 
@@ -124,6 +139,37 @@ impl RandomAccessFile for PosixRandom {
     }
 }
 
+/// A read-only file read through a memory map. Shale never changes a file it reads this way
+/// (tables are immutable once written).
+struct PosixMapped {
+    path: PathBuf,
+    map: memmap2::Mmap,
+}
+
+impl RandomAccessFile for PosixMapped {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        match start
+            .checked_add(buf.len())
+            .and_then(|end| self.map.get(start..end))
+        {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => Err(Error::io(
+                "read",
+                &self.path,
+                std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            )),
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.map.len() as u64
+    }
+}
+
 struct PosixSequential {
     path: PathBuf,
     file: File,
@@ -169,6 +215,17 @@ impl Fs for PosixFs {
             .metadata()
             .map_err(|e| Error::io("stat", path, e))?
             .len();
+        if self.mmap_reads && size > 0 {
+            // SAFETY: the map is read-only and private to this handle; shale never writes or
+            // truncates a file after it is opened for random reads, so the mapped bytes stay
+            // valid for the map's lifetime.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+                return Ok(Arc::new(PosixMapped {
+                    path: path.to_path_buf(),
+                    map,
+                }));
+            }
+        }
         Ok(Arc::new(PosixRandom {
             path: path.to_path_buf(),
             file,
