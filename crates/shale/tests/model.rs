@@ -367,7 +367,11 @@ fn deep_tree_matches_the_model() {
         }
     }
     let levels_used = db.stats().levels.iter().filter(|l| l.files > 0).count();
-    assert!(levels_used >= 3, "only {levels_used} levels in use: {}", db.property("shale.stats").unwrap_or_default());
+    assert!(
+        levels_used >= 3,
+        "only {levels_used} levels in use: {}",
+        db.property("shale.stats").unwrap_or_default()
+    );
     drop(db);
     let db = Db::open(dir, options).expect("reopen");
     for (k, v) in &model {
@@ -375,7 +379,11 @@ fn deep_tree_matches_the_model() {
     }
     let forward: Vec<_> = db.range::<&[u8], _>(..).map(|r| r.expect("scan")).collect();
     assert_eq!(forward, scan_model(&model, None, None));
-    let mut backward: Vec<_> = db.range::<&[u8], _>(..).rev().map(|r| r.expect("scan")).collect();
+    let mut backward: Vec<_> = db
+        .range::<&[u8], _>(..)
+        .rev()
+        .map(|r| r.expect("scan"))
+        .collect();
     backward.reverse();
     assert_eq!(backward, forward);
 }

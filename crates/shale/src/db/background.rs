@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
@@ -15,6 +15,12 @@ use crate::iter::InternalIterator;
 use crate::memtable::MemTable;
 use crate::sstable::{TableBuilder, TableOptions};
 use crate::version::{FileMetaData, VersionEdit};
+
+/// The longest an idle background thread sleeps while some table consists only of expiring
+/// entries, before it checks again whether one has expired.
+const EXPIRY_RECHECK: Duration = Duration::from_secs(60);
+/// The shortest such sleep, so that a table expiring right now does not make threads spin.
+const EXPIRY_WAKE_MIN: Duration = Duration::from_millis(1);
 
 impl DbInner {
     /// The body of each background thread.
@@ -36,12 +42,13 @@ impl DbInner {
                 self.background_done.notify_all();
                 continue;
             }
+            let now = self.options.clock.now_micros();
             if healthy
                 && !state.compaction_running
                 && state.manual_waiting == 0
-                && state.versions.needs_compaction()
+                && state.versions.needs_compaction(now)
             {
-                if let Some(c) = state.versions.pick_compaction() {
+                if let Some(c) = state.versions.pick_compaction(now) {
                     state.compaction_running = true;
                     let result = self.run_compaction(&mut state, c);
                     state.compaction_running = false;
@@ -54,7 +61,41 @@ impl DbInner {
                     continue;
                 }
             }
-            self.work_available.wait(&mut state);
+            // A table whose entries all expire becomes due with no write to signal it: wake
+            // up when the first one does (re-checking at least every EXPIRY_RECHECK, in case
+            // the clock jumps or is driven by hand).
+            match state.versions.next_file_expiry() {
+                Some(expiry) if healthy => {
+                    let wait = Duration::from_micros(expiry.saturating_sub(now))
+                        .clamp(EXPIRY_WAKE_MIN, EXPIRY_RECHECK);
+                    self.work_available.wait_for(&mut state, wait);
+                }
+                _ => self.work_available.wait(&mut state),
+            }
+        }
+    }
+
+    /// Wakes the background threads and returns once no flush or compaction is due or running
+    /// (judging expiry at the clock's time when each check is made), or with the error that
+    /// stopped background work.
+    pub(crate) fn wait_for_compactions(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        loop {
+            Self::check_bg_error(&state)?;
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::ShuttingDown);
+            }
+            let now = self.options.clock.now_micros();
+            let busy = !state.imm.is_empty()
+                || state.flush_running
+                || state.compaction_running
+                || state.manual_waiting > 0
+                || state.versions.needs_compaction(now);
+            if !busy {
+                return Ok(());
+            }
+            self.work_available.notify_all();
+            self.background_done.wait(&mut state);
         }
     }
 
@@ -263,5 +304,7 @@ pub(crate) fn meta_from_properties(
         largest_seqno: props.largest_seqno,
         num_entries: props.num_entries,
         num_deletions: props.num_deletions,
+        max_expiry_micros: props.max_expiry_micros,
+        has_permanent_entries: props.num_expiring < props.num_entries,
     }
 }

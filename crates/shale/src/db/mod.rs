@@ -276,6 +276,15 @@ impl Db {
         self.inner.compact_range(begin, end)
     }
 
+    /// Wakes the background threads and waits until no flush or compaction is due or running:
+    /// levels over their size targets and tables whose entries have all expired (at the
+    /// clock's current time, see [`Options::clock`]) have been compacted. Background work
+    /// does this by itself; this is for callers that need it done now, such as tests that
+    /// drive time with [`crate::env::ManualClock`].
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.wait_for_compactions()
+    }
+
     /// Approximate bytes on disk used by each user-key range `[start, end)`.
     pub fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Result<Vec<u64>> {
         self.inner.approximate_sizes(ranges)
