@@ -249,6 +249,45 @@ pub fn compact_range(
     Some(c)
 }
 
+/// A compaction of the files of `level` (at least 1) overlapping the user-key range
+/// `[begin, end]` (`None` = unbounded) into `level` itself, for manual compaction of the
+/// deepest level holding the range: compacting each level into the next never rewrites what is
+/// already in the deepest one, yet a compaction filter or expired entries may change it.
+/// Inputs grow to keep every user key whole. `None` for level 0 (its files would come back
+/// newer than level-0 files they may be older than) or if nothing overlaps.
+pub fn compact_level_in_place(
+    version: &Arc<Version>,
+    opts: &Options,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<Compaction> {
+    if level == 0 || level >= NUM_LEVELS {
+        return None;
+    }
+    let mut inputs = version.overlapping_files(level, begin, end);
+    if inputs.is_empty() {
+        return None;
+    }
+    add_boundary_inputs(version.comparator(), version.files(level), &mut inputs);
+    let grandparents = match key_range(version.comparator(), &inputs) {
+        Some((lo, hi)) if level + 1 < NUM_LEVELS => {
+            version.overlapping_files(level + 1, Some(user_key(&lo)), Some(user_key(&hi)))
+        }
+        _ => Vec::new(),
+    };
+    let mut c = Compaction::new(
+        version,
+        opts,
+        level,
+        level,
+        [inputs, Vec::new()],
+        grandparents,
+    );
+    c.reason = CompactionReason::Manual;
+    Some(c)
+}
+
 /// Smallest and largest internal keys over `files`.
 fn key_range<'a>(
     icmp: &InternalKeyComparator,
@@ -977,5 +1016,33 @@ mod tests {
         assert_eq!(numbers(&c.inputs[1]), vec![4]);
         assert!(compact_range(&v, &opts(), &mut pointers, 1, Some(b"g"), Some(b"w")).is_none());
         assert!(compact_range(&v, &opts(), &mut pointers, NUM_LEVELS - 1, None, None).is_none());
+    }
+
+    #[test]
+    fn manual_compaction_of_a_level_into_itself() {
+        let v = Arc::new(version(vec![
+            (0, file(20, "a", "z", 10)),
+            (2, file_seq(1, "a", 9, "c", 9, 100)),
+            (2, file_seq(2, "c", 5, "e", 5, 100)),
+            (2, file(3, "g", "h", 100)),
+            (3, file(4, "d", "z", 100)),
+        ]));
+        let mut c = compact_level_in_place(&v, &opts(), 2, Some(b"b"), Some(b"b")).expect("a..c");
+        assert_eq!(
+            (c.level, c.output_level(), c.reason),
+            (2, 2, CompactionReason::Manual)
+        );
+        assert_eq!(
+            numbers(&c.inputs[0]),
+            vec![1, 2],
+            "file 2 continues user key c"
+        );
+        assert!(c.inputs[1].is_empty());
+        assert_eq!(numbers(&c.grandparents), vec![4]);
+        assert!(!c.is_trivial_move());
+        assert!(c.is_base_level_for_key(b"c"));
+        assert!(!c.is_base_level_for_key(b"e"));
+        assert!(compact_level_in_place(&v, &opts(), 0, None, None).is_none());
+        assert!(compact_level_in_place(&v, &opts(), 2, Some(b"x"), None).is_none());
     }
 }

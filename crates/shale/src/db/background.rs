@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use super::{DbInner, DbState};
+use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, FileType};
 use crate::iter::InternalIterator;
 use crate::memtable::MemTable;
 use crate::sstable::{TableBuilder, TableOptions};
-use crate::version::{FileMetaData, VersionEdit};
+use crate::version::{FileMetaData, VersionEdit, VersionSet};
 
 /// The longest an idle background thread sleeps while some table consists only of expiring
 /// entries, before it checks again whether one has expired.
@@ -208,7 +209,9 @@ impl DbInner {
         }
     }
 
-    /// Compacts `[begin, end]` level by level, after flushing the memtable.
+    /// Compacts `[begin, end]` level by level, after flushing the memtable; then rewrites the
+    /// deepest level holding the range in place if that can change it (see
+    /// [`DbInner::rewrite_deepest_level`]).
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let deepest = {
@@ -221,17 +224,41 @@ impl DbInner {
             return Ok(());
         };
         for level in 0..deepest.max(1) {
-            self.manual_compaction(level, begin, end)?;
+            self.manual_compaction(|versions| versions.compact_range(level, begin, end))?;
         }
-        Ok(())
+        self.rewrite_deepest_level(begin, end)
     }
 
-    /// Runs compactions of `level` over the range until none of its files overlap it.
+    /// Compacting each level into the next never rewrites the deepest level holding the range,
+    /// so its tables would keep expired entries, and a compaction filter would never see them.
+    /// When either can change them (a filter is configured, or the tables hold expiring
+    /// entries), they are compacted into their own level once.
+    fn rewrite_deepest_level(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let mut done = false;
+        self.manual_compaction(|versions| {
+            if std::mem::replace(&mut done, true) {
+                return None;
+            }
+            let version = versions.current();
+            let level = (1..crate::limits::NUM_LEVELS)
+                .rev()
+                .find(|&l| !version.overlapping_files(l, begin, end).is_empty())?;
+            let worth_it = self.options.compaction_filter.is_some()
+                || version
+                    .overlapping_files(level, begin, end)
+                    .iter()
+                    .any(|f| f.max_expiry_micros != 0);
+            if !worth_it {
+                return None;
+            }
+            versions.compact_level_in_place(level, begin, end)
+        })
+    }
+
+    /// Runs the compactions `pick` returns, one at a time, until it returns `None`.
     fn manual_compaction(
         &self,
-        level: usize,
-        begin: Option<&[u8]>,
-        end: Option<&[u8]>,
+        mut pick: impl FnMut(&mut VersionSet) -> Option<Compaction>,
     ) -> Result<()> {
         let mut state = self.state.lock();
         state.manual_waiting += 1;
@@ -246,7 +273,7 @@ impl DbInner {
                 self.background_done.wait(&mut state);
                 continue;
             }
-            let Some(c) = state.versions.compact_range(level, begin, end) else {
+            let Some(c) = pick(&mut state.versions) else {
                 break Ok(());
             };
             state.compaction_running = true;

@@ -519,6 +519,17 @@ impl VersionSet {
     }
 
     /// A manual compaction of the files of `level` overlapping the user-key range
+    /// `[begin, end]` into `level` itself; see [`compaction::compact_level_in_place`].
+    pub fn compact_level_in_place(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Option<Compaction> {
+        compaction::compact_level_in_place(&self.current, &self.options, level, begin, end)
+    }
+
+    /// A manual compaction of the files of `level` overlapping the user-key range
     /// `[begin, end]`; see [`compaction::compact_range`].
     pub fn compact_range(
         &mut self,
