@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shale::env::{ManualClock, MemFs};
+use shale::env::{Clock, ManualClock, MemFs};
 use shale::{
     CompactionFilter, Compression, Db, FilterDecision, Options, ReadOptions, StringAppendOperator,
     WriteBatch,
@@ -868,4 +868,176 @@ fn compact_range_rewrites_the_deepest_level_only_when_it_can_change() {
     assert_eq!(db.stats().expired_dropped, 20);
     assert!(total_sst_bytes(&db) + 20 * 100 <= before);
     assert_eq!(scan(&db, ReadOptions::default()).len(), 20);
+}
+
+/// One write of the oracle's history.
+#[derive(Debug, Clone)]
+enum Write {
+    Put(Vec<u8>),
+    PutExpiring(Vec<u8>, u64),
+    Delete,
+    Merge(Vec<u8>),
+}
+
+/// The oracle: every write in order, with its sequence number. A read is evaluated by replaying
+/// the key's writes up to the read's sequence number at the read's time, exactly as
+/// `docs/ttl.md` defines it.
+#[derive(Default)]
+struct History {
+    writes: Vec<(Vec<u8>, u64, Write)>,
+}
+
+impl History {
+    fn view(&self, sequence: u64, now: u64) -> Pairs {
+        let mut state: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> = Default::default();
+        for (key, seq, write) in &self.writes {
+            if *seq > sequence {
+                continue;
+            }
+            let slot = state.entry(key.clone()).or_default();
+            *slot = match write {
+                Write::Put(v) => Some(v.clone()),
+                Write::PutExpiring(v, expiry) => (*expiry > now).then(|| v.clone()),
+                Write::Delete => None,
+                Write::Merge(op) => Some(match slot.take() {
+                    Some(v) => [v.as_slice(), b",", op].concat(),
+                    None => op.clone(),
+                }),
+            };
+        }
+        state
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect()
+    }
+}
+
+fn model_history(seed: u64) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let env = Env::new();
+    let options = Options {
+        write_buffer_size: 4 * 1024,
+        block_size: 256,
+        max_file_size: 4 * 1024,
+        max_bytes_for_level_base: 16 * 1024,
+        max_bytes_for_level_multiplier: 4.0,
+        level0_file_num_compaction_trigger: 2,
+        ..env.options(None)
+    };
+    let mut db = env.open_with(options.clone());
+    let mut history = History::default();
+    let mut snapshots: Vec<shale::Snapshot> = Vec::new();
+    let space = rng.gen_range(10..60);
+    let ctx = format!("seed {seed}");
+    let (mut expired_dropped, mut compactions) = (0, 0);
+    for step in 0..2500 {
+        let key = format!("key{:02}", rng.gen_range(0..space)).into_bytes();
+        let value = format!("v{step}{}", "p".repeat(rng.gen_range(0..40))).into_bytes();
+        let now = env.clock.now_micros();
+        let write = match rng.gen_range(0..100) {
+            0..=24 => {
+                db.put(&key, &value).expect("put");
+                Some(Write::Put(value))
+            }
+            25..=49 => {
+                let expiry = now + rng.gen_range(0..30) * SECOND;
+                let mut batch = WriteBatch::new();
+                batch.put_with_expiry(&key, &value, expiry);
+                db.write(batch).expect("put with expiry");
+                Some(Write::PutExpiring(value, expiry))
+            }
+            50..=59 => {
+                db.delete(&key).expect("delete");
+                Some(Write::Delete)
+            }
+            60..=74 => {
+                db.merge(&key, &value).expect("merge");
+                Some(Write::Merge(value))
+            }
+            75..=80 => {
+                env.clock.advance(rng.gen_range(0..5) * SECOND);
+                None
+            }
+            81..=84 => {
+                if snapshots.len() < 3 {
+                    snapshots.push(db.snapshot());
+                } else {
+                    snapshots.remove(rng.gen_range(0..snapshots.len()));
+                }
+                None
+            }
+            85..=89 => {
+                // Reads at the latest state and at a snapshot, by get and by scans.
+                let mut views: Vec<Option<shale::Snapshot>> = vec![None];
+                if !snapshots.is_empty() {
+                    views.push(Some(snapshots[rng.gen_range(0..snapshots.len())].clone()));
+                }
+                for snapshot in views {
+                    let sequence = snapshot
+                        .as_ref()
+                        .map_or_else(|| db.latest_sequence(), |s| s.sequence());
+                    let want = history.view(sequence, now);
+                    let options = ReadOptions {
+                        snapshot: snapshot.clone(),
+                        ..ReadOptions::default()
+                    };
+                    assert_eq!(
+                        scan(&db, options.clone()),
+                        want,
+                        "{ctx} step {step} snapshot {snapshot:?}"
+                    );
+                    let got = db.get_opt(&key, &options).expect("get");
+                    let expected = want.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+                    assert_eq!(got, expected, "{ctx} step {step} get {key:?}");
+                }
+                None
+            }
+            90..=92 => {
+                db.flush().expect("flush");
+                None
+            }
+            93..=95 => {
+                db.compact_range(None, None).expect("compact");
+                None
+            }
+            96..=97 => {
+                db.wait_for_compactions().expect("wait");
+                None
+            }
+            _ => {
+                snapshots.clear();
+                let stats = db.stats();
+                expired_dropped += stats.expired_dropped;
+                compactions += stats.compactions;
+                drop(db);
+                db = env.open_with(options.clone());
+                None
+            }
+        };
+        if let Some(write) = write {
+            history.writes.push((key, db.latest_sequence(), write));
+        }
+    }
+    let now = env.clock.now_micros();
+    assert_eq!(
+        scan(&db, ReadOptions::default()),
+        history.view(db.latest_sequence(), now),
+        "{ctx} final"
+    );
+    let stats = db.stats();
+    expired_dropped += stats.expired_dropped;
+    compactions += stats.compactions;
+    assert!(
+        expired_dropped > 0,
+        "{ctx}: compaction never met an expired entry"
+    );
+    assert!(compactions > 5, "{ctx}: only {compactions} compactions");
+}
+
+#[test]
+fn model_with_expiry_merges_snapshots_and_compaction() {
+    for seed in [1, 2, 3] {
+        model_history(seed);
+    }
 }

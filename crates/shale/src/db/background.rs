@@ -64,9 +64,11 @@ impl DbInner {
             }
             // A table whose entries all expire becomes due with no write to signal it: wake
             // up when the first one does (re-checking at least every EXPIRY_RECHECK, in case
-            // the clock jumps or is driven by hand).
+            // the clock jumps or is driven by hand). While another job runs, its end wakes the
+            // threads instead.
+            let can_compact = healthy && !state.compaction_running && state.manual_waiting == 0;
             match state.versions.next_file_expiry() {
-                Some(expiry) if healthy => {
+                Some(expiry) if can_compact => {
                     let wait = Duration::from_micros(expiry.saturating_sub(now))
                         .clamp(EXPIRY_WAKE_MIN, EXPIRY_RECHECK);
                     self.work_available.wait_for(&mut state, wait);

@@ -271,7 +271,9 @@ impl Db {
     }
 
     /// Compacts every level's tables overlapping the user-key range `[begin, end]` (None:
-    /// unbounded) down the tree, dropping overwritten and deleted data.
+    /// unbounded) down the tree, dropping overwritten, deleted and expired data. The deepest
+    /// level holding the range is also rewritten in place when that can change it: when a
+    /// compaction filter is set or its tables hold expiring entries.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.compact_range(begin, end)
     }
