@@ -4,8 +4,9 @@
 //! pointers). A full snapshot of a version is an edit that only adds files.
 //!
 //! Encoding: a sequence of tagged fields, each a varint32 tag followed by the tag's payload.
-//! Unknown tags are an error (there is no forward compatibility inside a format version: a
-//! newer field must come with a new log format version so an old build refuses it cleanly).
+//! Unknown tags are an error: an old build must refuse a field it does not know rather than
+//! drop state silently. Tag 8 was added without a log format version bump because refusing
+//! it *is* that clean failure, and it only appears in databases that use TTL.
 //!
 //! ```text
 //! edit         := field*
