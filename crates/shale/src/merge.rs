@@ -7,7 +7,8 @@ use std::fmt;
 /// Combines merge operands. Implementations must be deterministic: the same inputs always give
 /// the same output, whether the merge runs in a read, a flush or a compaction.
 pub trait MergeOperator: Send + Sync + 'static {
-    /// Recorded in table properties; identifies the operator in errors.
+    /// Identifies the operator in errors and logs. (It is not recorded on disk: reopening with
+    /// another operator is allowed, and applies it to the operands already stored.)
     fn name(&self) -> &str;
 
     /// Applies `operands` (oldest first) to `existing` (`None` when the key had no value or was
