@@ -1,6 +1,9 @@
 //! Merge operators: read-modify-write in one call. A merge writes an *operand*; reads and
 //! compactions combine the operands of a key, oldest first, onto the newest full value below
-//! them (or onto nothing, if there is none or it is a deletion).
+//! them (or onto nothing, if there is none, it is a deletion, or it has expired). Compaction
+//! folds operands onto their base when it reaches one, never past a snapshot that still reads
+//! them, and combines them with `partial_merge` when the base is out of reach. Operands never
+//! expire. Semantics, including operator errors: `docs/ttl.md` ("Merges").
 
 use std::fmt;
 
