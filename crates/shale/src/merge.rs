@@ -1,13 +1,17 @@
 //! Merge operators: read-modify-write in one call. A merge writes an *operand*; reads and
 //! compactions combine the operands of a key, oldest first, onto the newest full value below
-//! them (or onto nothing, if there is none or it is a deletion).
+//! them (or onto nothing, if there is none, it is a deletion, or it has expired). Compaction
+//! folds operands onto their base when it reaches one, never past a snapshot that still reads
+//! them, and combines them with `partial_merge` when the base is out of reach. Operands never
+//! expire. Semantics, including operator errors: `docs/ttl.md` ("Merges").
 
 use std::fmt;
 
 /// Combines merge operands. Implementations must be deterministic: the same inputs always give
 /// the same output, whether the merge runs in a read, a flush or a compaction.
 pub trait MergeOperator: Send + Sync + 'static {
-    /// Recorded in table properties; identifies the operator in errors.
+    /// Identifies the operator in errors and logs. (It is not recorded on disk: reopening with
+    /// another operator is allowed, and applies it to the operands already stored.)
     fn name(&self) -> &str;
 
     /// Applies `operands` (oldest first) to `existing` (`None` when the key had no value or was

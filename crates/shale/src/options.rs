@@ -96,13 +96,17 @@ pub struct Options {
     pub comparator: Arc<dyn Comparator>,
     /// Combines merge operands; `merge` fails without one. Default: none.
     pub merge_operator: Option<Arc<dyn MergeOperator>>,
-    /// Called for every entry compaction rewrites; may keep, drop or change it. Default: none.
+    /// Shown the newest value of every key compaction rewrites (never a version a snapshot
+    /// reads); may keep, drop or change it. See `docs/ttl.md`. Default: none.
     pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
-    /// Expiry applied to writes that give none of their own. Default: none (never expire).
+    /// Expiry applied to puts that give none of their own, `now + ttl` at the time of the write
+    /// (merge operands and deletions never expire). Stored with each entry: changing it at
+    /// reopen affects only later writes. Default: none (never expire).
     pub default_ttl: Option<Duration>,
     /// The filesystem. Default: the real one.
     pub fs: Arc<dyn Fs>,
-    /// The clock used for TTL. Default: the system clock.
+    /// The clock used for TTL: expiry times and the time reads and compactions judge them at.
+    /// Keep it monotonic. Default: the system clock.
     pub clock: Arc<dyn Clock>,
 }
 

@@ -27,9 +27,9 @@ impl SnapshotList {
         }
     }
 
-    /// The oldest pinned sequence number, if any.
-    pub(crate) fn oldest(&self) -> Option<SequenceNumber> {
-        self.live.lock().keys().next().copied()
+    /// Every pinned sequence number, ascending, without repeats.
+    pub(crate) fn sequences(&self) -> Vec<SequenceNumber> {
+        self.live.lock().keys().copied().collect()
     }
 
     fn release(&self, sequence: SequenceNumber) {
@@ -84,15 +84,16 @@ mod tests {
         let a = list.acquire(5);
         let b = list.acquire(5);
         let c = list.acquire(9);
+        assert_eq!(list.sequences(), vec![5, 9]);
         drop(a);
-        assert_eq!(list.oldest(), Some(5));
+        assert_eq!(list.sequences().first().copied(), Some(5));
         let b2 = b.clone();
         drop(b);
-        assert_eq!(list.oldest(), Some(5));
+        assert_eq!(list.sequences().first().copied(), Some(5));
         drop(b2);
-        assert_eq!(list.oldest(), Some(9));
+        assert_eq!(list.sequences().first().copied(), Some(9));
         assert_eq!(c.sequence(), 9);
         drop(c);
-        assert_eq!(list.oldest(), None);
+        assert_eq!(list.sequences().first().copied(), None);
     }
 }

@@ -10,6 +10,7 @@
 pub mod picker;
 
 pub use picker::{
-    compact_range, level_scores, max_bytes_for_level, max_expanded_compaction_bytes,
-    pick_compaction, Compaction,
+    compact_level_in_place, compact_range, first_expired_file, level_scores, max_bytes_for_level,
+    max_expanded_compaction_bytes, needs_compaction, next_file_expiry, pick_compaction, Compaction,
+    CompactionReason,
 };

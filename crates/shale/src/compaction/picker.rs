@@ -20,6 +20,15 @@
 //!   [`max_expanded_compaction_bytes`].
 //! - Grandparents (level+2 files overlapping the whole range) let the job cut output files so
 //!   none overlaps more than ten target file sizes of level+2.
+//! - Expiry: when no level is due by size, a file whose entries have all expired at `now`
+//!   ([`FileMetaData::fully_expired_at`]) is compacted on its own account, so its space comes
+//!   back without waiting for other work to reach it. The shallowest such file goes first. In
+//!   level 0 it compacts into level 1 like a size pick (with every level-0 file it overlaps).
+//!   Deeper, if no deeper level overlaps its key range (always so in the last level), it is
+//!   compacted *into its own level*: nothing can hide below it, so every expired entry is
+//!   dropped and the file disappears. Otherwise it compacts into the next level as usual. An
+//!   expiry compaction is never a trivial move. The caller passes `now`, which keeps the picker
+//!   pure.
 //!
 //! Thread-safety: [`Compaction`] is owned by the job that runs it.
 
@@ -68,10 +77,97 @@ pub fn level_scores(version: &Version, opts: &Options) -> Vec<f64> {
         .collect()
 }
 
-/// Picks the size compaction the version most needs, or `None` if every score is below 1.
-/// Advances `compact_pointers[level]` (an internal key, empty = start of the level) past the
-/// chosen inputs.
+/// The shallowest file whose entries have all expired at `now_micros`, with its level; in a
+/// level, the first in read order.
+pub fn first_expired_file(
+    version: &Version,
+    now_micros: u64,
+) -> Option<(usize, Arc<FileMetaData>)> {
+    (0..NUM_LEVELS).find_map(|level| {
+        version
+            .files(level)
+            .iter()
+            .find(|f| f.fully_expired_at(now_micros))
+            .map(|f| (level, Arc::clone(f)))
+    })
+}
+
+/// True if [`pick_compaction`] would return a compaction at `now_micros`: some level scores 1
+/// or more, or some file's entries have all expired.
+pub fn needs_compaction(version: &Version, opts: &Options, now_micros: u64) -> bool {
+    level_scores(version, opts).iter().any(|&s| s >= 1.0)
+        || first_expired_file(version, now_micros).is_some()
+}
+
+/// The earliest time (microseconds since the Unix epoch) at which a file of `version` will have
+/// all of its entries expired, if any file consists only of expiring entries. The database
+/// wakes its background threads then, since no write may come to trigger the compaction.
+pub fn next_file_expiry(version: &Version) -> Option<u64> {
+    (0..NUM_LEVELS)
+        .flat_map(|level| version.files(level).iter())
+        .filter(|f| f.num_entries > 0 && !f.has_permanent_entries)
+        .map(|f| f.max_expiry_micros)
+        .min()
+}
+
+/// Picks the compaction the version most needs: the level with the highest size score if it is
+/// at least 1, else a file whose entries have all expired at `now_micros` (see the module
+/// docs), else `None`. A size pick advances `compact_pointers[level]` (an internal key, empty =
+/// start of the level) past the chosen inputs; an expiry pick leaves the pointers alone.
 pub fn pick_compaction(
+    version: &Arc<Version>,
+    opts: &Options,
+    compact_pointers: &mut [Vec<u8>; NUM_LEVELS],
+    now_micros: u64,
+) -> Option<Compaction> {
+    pick_size_compaction(version, opts, compact_pointers)
+        .or_else(|| pick_expiry_compaction(version, opts, now_micros))
+}
+
+/// The expiry compaction for the first file whose entries have all expired at `now_micros`.
+fn pick_expiry_compaction(
+    version: &Arc<Version>,
+    opts: &Options,
+    now_micros: u64,
+) -> Option<Compaction> {
+    let (level, file) = first_expired_file(version, now_micros)?;
+    // Expiry picks are not part of the round-robin: their pointer updates go nowhere.
+    let mut scratch: [Vec<u8>; NUM_LEVELS] = Default::default();
+    let mut c = if level == 0 {
+        let inputs = version.overlapping_files(
+            0,
+            Some(file.smallest_user_key()),
+            Some(file.largest_user_key()),
+        );
+        setup_other_inputs(version, opts, &mut scratch, 0, inputs)
+    } else {
+        let icmp = version.comparator();
+        let mut inputs = vec![file];
+        // Older versions of the last user key may continue in the next file of the level; they
+        // must be compacted together, or dropping the newer ones would uncover them.
+        add_boundary_inputs(icmp, version.files(level), &mut inputs);
+        let (lo, hi) = key_range(icmp, &inputs)?;
+        let (lo, hi) = (user_key(&lo), user_key(&hi));
+        let overlapped_below = (level + 1..NUM_LEVELS).any(|l| version.overlaps(l, lo, hi));
+        if overlapped_below {
+            setup_other_inputs(version, opts, &mut scratch, level, inputs)
+        } else {
+            Compaction::new(
+                version,
+                opts,
+                level,
+                level,
+                [inputs, Vec::new()],
+                Vec::new(),
+            )
+        }
+    };
+    c.reason = CompactionReason::Expired;
+    Some(c)
+}
+
+/// Picks the size compaction the version most needs, or `None` if every score is below 1.
+fn pick_size_compaction(
     version: &Arc<Version>,
     opts: &Options,
     compact_pointers: &mut [Vec<u8>; NUM_LEVELS],
@@ -148,13 +244,48 @@ pub fn compact_range(
             inputs.truncate(cut + 1);
         }
     }
-    Some(setup_other_inputs(
+    let mut c = setup_other_inputs(version, opts, compact_pointers, level, inputs);
+    c.reason = CompactionReason::Manual;
+    Some(c)
+}
+
+/// A compaction of the files of `level` (at least 1) overlapping the user-key range
+/// `[begin, end]` (`None` = unbounded) into `level` itself, for manual compaction of the
+/// deepest level holding the range: compacting each level into the next never rewrites what is
+/// already in the deepest one, yet a compaction filter or expired entries may change it.
+/// Inputs grow to keep every user key whole. `None` for level 0 (its files would come back
+/// newer than level-0 files they may be older than) or if nothing overlaps.
+pub fn compact_level_in_place(
+    version: &Arc<Version>,
+    opts: &Options,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<Compaction> {
+    if level == 0 || level >= NUM_LEVELS {
+        return None;
+    }
+    let mut inputs = version.overlapping_files(level, begin, end);
+    if inputs.is_empty() {
+        return None;
+    }
+    add_boundary_inputs(version.comparator(), version.files(level), &mut inputs);
+    let grandparents = match key_range(version.comparator(), &inputs) {
+        Some((lo, hi)) if level + 1 < NUM_LEVELS => {
+            version.overlapping_files(level + 1, Some(user_key(&lo)), Some(user_key(&hi)))
+        }
+        _ => Vec::new(),
+    };
+    let mut c = Compaction::new(
         version,
         opts,
-        compact_pointers,
         level,
-        inputs,
-    ))
+        level,
+        [inputs, Vec::new()],
+        grandparents,
+    );
+    c.reason = CompactionReason::Manual;
+    Some(c)
 }
 
 /// Smallest and largest internal keys over `files`.
@@ -270,25 +401,37 @@ fn setup_other_inputs(
     if let Some(pointer) = compact_pointers.get_mut(level) {
         *pointer = range0.1;
     }
-    Compaction {
+    Compaction::new(
+        version,
+        opts,
         level,
-        inputs: [inputs0, inputs1],
+        level + 1,
+        [inputs0, inputs1],
         grandparents,
-        input_version: Arc::clone(version),
-        max_output_file_size: opts.max_file_size,
-        max_grandparent_overlap_bytes: max_grandparent_overlap_bytes(opts),
-        grandparent_index: 0,
-        seen_key: false,
-        overlapped_bytes: 0,
-        level_ptrs: [0; NUM_LEVELS],
-    }
+    )
+}
+
+/// Why a compaction was picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionReason {
+    /// A level is over its size (or level-0 file count) target.
+    Size,
+    /// `Db::compact_range` asked for it.
+    Manual,
+    /// A file's entries have all expired.
+    Expired,
 }
 
 /// One compaction: the files to merge from `level` and `level + 1`, and the state the job
-/// consults while writing outputs into `level + 1`.
+/// consults while writing outputs into [`Compaction::output_level`].
 pub struct Compaction {
-    /// The level whose files are compacted down; outputs go to `level + 1`.
+    /// The level whose files are compacted; outputs go to [`Compaction::output_level`].
     pub level: usize,
+    /// Why the compaction was picked.
+    pub reason: CompactionReason,
+    /// `level + 1`, or `level` itself for an expiry compaction of a file that nothing below
+    /// overlaps.
+    output_level: usize,
     /// `inputs[0]`: files of `level`; `inputs[1]`: overlapping files of `level + 1`.
     pub inputs: [Vec<Arc<FileMetaData>>; 2],
     /// Files of `level + 2` overlapping the compaction's key range.
@@ -323,16 +466,47 @@ impl fmt::Debug for Compaction {
 }
 
 impl Compaction {
-    /// The level outputs are written to: `level + 1`.
+    fn new(
+        version: &Arc<Version>,
+        opts: &Options,
+        level: usize,
+        output_level: usize,
+        inputs: [Vec<Arc<FileMetaData>>; 2],
+        grandparents: Vec<Arc<FileMetaData>>,
+    ) -> Compaction {
+        debug_assert!(output_level == level || output_level == level + 1);
+        debug_assert!(output_level > 0, "level 0 never compacts into itself");
+        Compaction {
+            level,
+            reason: CompactionReason::Size,
+            output_level,
+            inputs,
+            grandparents,
+            input_version: Arc::clone(version),
+            max_output_file_size: opts.max_file_size,
+            max_grandparent_overlap_bytes: max_grandparent_overlap_bytes(opts),
+            grandparent_index: 0,
+            seen_key: false,
+            overlapped_bytes: 0,
+            level_ptrs: [0; NUM_LEVELS],
+        }
+    }
+
+    /// The level outputs are written to: `level + 1`, or `level` for an expiry compaction of a
+    /// file nothing below overlaps (see the module docs).
     pub fn output_level(&self) -> usize {
-        self.level + 1
+        self.output_level
     }
 
     /// True if the compaction can move its single input file down a level by editing the
     /// manifest alone: one input file, nothing in `level + 1` to merge with, and little enough
     /// overlap with `level + 2` that the moved file will not make a later compaction expensive.
+    /// Never for an expiry compaction, whose point is to rewrite the file without its expired
+    /// entries.
     pub fn is_trivial_move(&self) -> bool {
-        self.inputs[0].len() == 1
+        self.reason != CompactionReason::Expired
+            && self.output_level == self.level + 1
+            && self.inputs[0].len() == 1
             && self.inputs[1].is_empty()
             && total_file_size(&self.grandparents) <= self.max_grandparent_overlap_bytes
     }
@@ -351,7 +525,7 @@ impl Compaction {
     /// Must be called with ascending keys: each level keeps a cursor that only moves forward.
     pub fn is_base_level_for_key(&mut self, user_key: &[u8]) -> bool {
         let ucmp = self.input_version.comparator().user();
-        for level in self.level + 2..NUM_LEVELS {
+        for level in self.output_level + 1..NUM_LEVELS {
             let files = self.input_version.files(level);
             while let Some(f) = files.get(self.level_ptrs[level]) {
                 if ucmp.compare(user_key, f.largest_user_key()) != Ordering::Greater {
@@ -457,7 +631,7 @@ mod tests {
         assert_eq!(scores[2], 2.5);
         assert_eq!(scores[3], 0.0);
         assert_eq!(scores[6], 0.0, "the last level never compacts");
-        let c = pick_compaction(&Arc::new(v), &o, &mut no_pointers()).expect("level 2 is over");
+        let c = pick_compaction(&Arc::new(v), &o, &mut no_pointers(), 0).expect("level 2 is over");
         assert_eq!(c.level, 2);
         assert_eq!(c.output_level(), 3);
     }
@@ -468,7 +642,7 @@ mod tests {
             (0, file(1, "a", "b", 1)),
             (1, file(3, "a", "b", 9_999)),
         ]));
-        assert!(pick_compaction(&v, &opts(), &mut no_pointers()).is_none());
+        assert!(pick_compaction(&v, &opts(), &mut no_pointers(), 0).is_none());
     }
 
     #[test]
@@ -484,7 +658,7 @@ mod tests {
             (2, file(8, "a", "z", 100)),
         ]));
         let mut pointers = no_pointers();
-        let c = pick_compaction(&v, &opts(), &mut pointers).expect("4 files in level 0");
+        let c = pick_compaction(&v, &opts(), &mut pointers, 0).expect("4 files in level 0");
         assert_eq!(c.level, 0);
         // Starting at the smallest key, "a..c" grows through "b..e" to "d..f"; "x..z" stays.
         assert_eq!(numbers(&c.inputs[0]), vec![10, 11, 12]);
@@ -494,7 +668,7 @@ mod tests {
         assert_eq!(c.total_input_bytes(), 500);
         assert_eq!(user_key(&pointers[0]), b"f");
         // The next pick starts past "f": the "x..z" file, alone, overlapping nothing below.
-        let c = pick_compaction(&v, &opts(), &mut pointers).expect("still 4 files");
+        let c = pick_compaction(&v, &opts(), &mut pointers, 0).expect("still 4 files");
         assert_eq!(numbers(&c.inputs[0]), vec![13]);
         assert!(c.inputs[1].is_empty());
         assert!(c.is_trivial_move());
@@ -520,7 +694,7 @@ mod tests {
             if !start.is_empty() {
                 pointers[0] = make_internal_key(start.as_bytes(), 0, ValueKind::Deletion);
             }
-            let c = pick_compaction(&v, &opts(), &mut pointers).expect("5 files");
+            let c = pick_compaction(&v, &opts(), &mut pointers, 0).expect("5 files");
             let (lo, hi) = c.key_range().expect("inputs");
             for f in v.files(0) {
                 if c.inputs[0].iter().any(|g| g.number == f.number) {
@@ -548,7 +722,7 @@ mod tests {
         let mut pointers = no_pointers();
         let picked: Vec<Vec<u64>> = (0..4)
             .map(|_| {
-                let c = pick_compaction(&v, &o, &mut pointers).expect("level 1 is over");
+                let c = pick_compaction(&v, &o, &mut pointers, 0).expect("level 1 is over");
                 assert_eq!(c.level, 1);
                 numbers(&c.inputs[0])
             })
@@ -566,7 +740,7 @@ mod tests {
             (2, file(4, "b", "d", 100)),
             (2, file(5, "e", "z", 100)),
         ]));
-        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("level 1 is over");
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("level 1 is over");
         // Growing to "d..f" would bring "e..z" into level 2: stay with one file.
         assert_eq!(numbers(&c.inputs[0]), vec![1]);
         assert_eq!(numbers(&c.inputs[1]), vec![4]);
@@ -580,7 +754,7 @@ mod tests {
             (2, file(4, "b", "e", 100)),
         ]));
         // 24_100 bytes is under 25 * 1000: grows.
-        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
         assert_eq!(numbers(&c.inputs[0]), vec![1, 2]);
         let v = Arc::new(version(vec![
             (1, file(1, "a", "c", 12_000)),
@@ -588,7 +762,7 @@ mod tests {
             (2, file(4, "b", "e", 100)),
         ]));
         // 25_100 is not: stays.
-        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
         assert_eq!(numbers(&c.inputs[0]), vec![1]);
     }
 
@@ -602,7 +776,7 @@ mod tests {
             (1, file_seq(3, "m", 5, "p", 5, 3_000)),
             (1, file(4, "q", "z", 3_000)),
         ]));
-        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("level 1 is over");
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("level 1 is over");
         assert_eq!(
             numbers(&c.inputs[0]),
             vec![1, 2, 3],
@@ -618,7 +792,7 @@ mod tests {
             (2, file_seq(12, "c", 4, "d", 4, 100)),
             (2, file(13, "e", "f", 100)),
         ]));
-        let c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("level 1 is over");
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("level 1 is over");
         assert_eq!(numbers(&c.inputs[1]), vec![11, 12]);
     }
 
@@ -628,13 +802,13 @@ mod tests {
             (1, file(1, "a", "c", 20_000)),
             (3, file(2, "a", "z", 10_000)),
         ]));
-        let c = pick_compaction(&small, &opts(), &mut no_pointers()).expect("over");
+        let c = pick_compaction(&small, &opts(), &mut no_pointers(), 0).expect("over");
         assert!(c.is_trivial_move(), "{c:?}");
         let big = Arc::new(version(vec![
             (1, file(1, "a", "c", 20_000)),
             (3, file(2, "a", "z", 10_001)),
         ]));
-        let c = pick_compaction(&big, &opts(), &mut no_pointers()).expect("over");
+        let c = pick_compaction(&big, &opts(), &mut no_pointers(), 0).expect("over");
         assert!(!c.is_trivial_move(), "grandparent overlap above 10 files");
     }
 
@@ -647,7 +821,7 @@ mod tests {
             files.push((3, file(100 + i, &k, &k, 1_000)));
         }
         let v = Arc::new(version(files));
-        let mut c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        let mut c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
         assert_eq!(c.grandparents.len(), 12);
         let key = |s: &str| make_internal_key(s.as_bytes(), 1, ValueKind::Value);
         assert!(!c.should_stop_before(&key("a")), "first key never stops");
@@ -672,7 +846,7 @@ mod tests {
             (3, file(3, "m", "n", 100)),
             (5, file(4, "p", "q", 100)),
         ]));
-        let mut c = pick_compaction(&v, &opts(), &mut no_pointers()).expect("over");
+        let mut c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
         assert_eq!(c.output_level(), 2);
         let answers: Vec<(&str, bool)> = ["a", "c", "d", "f", "m", "o", "p", "q", "r"]
             .into_iter()
@@ -694,6 +868,126 @@ mod tests {
         );
     }
 
+    /// `f` with every entry expiring, the latest at `max_expiry`.
+    fn expiring(f: Arc<FileMetaData>, max_expiry: u64) -> Arc<FileMetaData> {
+        let mut f = (*f).clone();
+        f.max_expiry_micros = max_expiry;
+        f.has_permanent_entries = false;
+        Arc::new(f)
+    }
+
+    #[test]
+    fn expired_files_are_picked_only_once_every_entry_has_expired() {
+        let mut mixed = (*file(3, "m", "n", 100)).clone();
+        mixed.max_expiry_micros = 10; // expired entries, but also permanent ones
+        let v = Arc::new(version(vec![
+            (0, expiring(file(1, "a", "b", 100), 500)),
+            (2, expiring(file(2, "c", "d", 100), 300)),
+            (2, Arc::new(mixed)),
+        ]));
+        let o = opts();
+        assert_eq!(
+            next_file_expiry(&v),
+            Some(300),
+            "the mixed file never expires whole"
+        );
+        for now in [0, 299] {
+            assert!(!needs_compaction(&v, &o, now));
+            assert!(pick_compaction(&v, &o, &mut no_pointers(), now).is_none());
+        }
+        // At 300 (an entry with expiry e is gone from now >= e) the level-2 file is due.
+        assert!(needs_compaction(&v, &o, 300));
+        let mut pointers = no_pointers();
+        let mut c = pick_compaction(&v, &o, &mut pointers, 300).expect("file 2 expired");
+        assert_eq!(c.reason, CompactionReason::Expired);
+        assert_eq!(
+            (c.level, c.output_level()),
+            (2, 2),
+            "nothing below: into itself"
+        );
+        assert_eq!(numbers(&c.inputs[0]), vec![2]);
+        assert!(c.inputs[1].is_empty() && c.grandparents.is_empty());
+        assert!(!c.is_trivial_move());
+        assert!(
+            c.is_base_level_for_key(b"c"),
+            "nothing deeper can hold the key"
+        );
+        assert_eq!(
+            pointers,
+            no_pointers(),
+            "expiry picks leave the round-robin alone"
+        );
+        // At 500 the shallowest expired file goes first: level 0 compacts into level 1.
+        let c = pick_compaction(&v, &o, &mut no_pointers(), 500).expect("file 1 expired");
+        assert_eq!((c.level, c.output_level()), (0, 1));
+        assert_eq!(numbers(&c.inputs[0]), vec![1]);
+        assert!(
+            !c.is_trivial_move(),
+            "an expired file is rewritten, never moved"
+        );
+        assert!(first_expired_file(&v, u64::MAX).is_some_and(|(l, f)| l == 0 && f.number == 1));
+    }
+
+    #[test]
+    fn expired_file_in_the_last_level_compacts_into_itself() {
+        let last = NUM_LEVELS - 1;
+        let v = Arc::new(version(vec![
+            (last, file(1, "a", "b", 100)),
+            (last, expiring(file(2, "c", "d", 100), 7)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 7).expect("expired");
+        assert_eq!((c.level, c.output_level()), (last, last));
+        assert_eq!(numbers(&c.inputs[0]), vec![2]);
+        let mut edit = VersionEdit::default();
+        c.add_input_deletions(&mut edit);
+        assert_eq!(edit.deleted_files, vec![(last, 2)]);
+    }
+
+    #[test]
+    fn expired_file_with_data_below_compacts_down() {
+        // Level 4 may hold older versions of "c".."d": expired entries must turn into
+        // tombstones, so the file compacts into level 3 with the usual inputs.
+        let v = Arc::new(version(vec![
+            (2, expiring(file(2, "c", "d", 100), 7)),
+            (3, file(3, "a", "c", 100)),
+            (4, file(4, "d", "z", 100)),
+        ]));
+        let mut c = pick_compaction(&v, &opts(), &mut no_pointers(), 7).expect("expired");
+        assert_eq!(c.reason, CompactionReason::Expired);
+        assert_eq!((c.level, c.output_level()), (2, 3));
+        assert_eq!(numbers(&c.inputs[1]), vec![3]);
+        assert_eq!(numbers(&c.grandparents), vec![4]);
+        assert!(!c.is_trivial_move());
+        assert!(c.is_base_level_for_key(b"c"));
+        assert!(!c.is_base_level_for_key(b"d"));
+    }
+
+    #[test]
+    fn expired_file_takes_the_rest_of_its_last_user_key() {
+        // File 2 ends with "k"@8; older versions of "k" continue in file 3 (not expiring).
+        let v = Arc::new(version(vec![
+            (3, expiring(file_seq(2, "a", 20, "k", 8, 100), 1)),
+            (3, file_seq(3, "k", 7, "m", 6, 100)),
+            (3, file(4, "p", "q", 100)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 1).expect("expired");
+        assert_eq!((c.level, c.output_level()), (3, 3));
+        assert_eq!(numbers(&c.inputs[0]), vec![2, 3]);
+    }
+
+    #[test]
+    fn size_compactions_go_before_expiry() {
+        let v = Arc::new(version(vec![
+            (0, file(1, "a", "b", 1)),
+            (0, file(2, "a", "b", 1)),
+            (0, file(3, "a", "b", 1)),
+            (0, file(4, "a", "b", 1)),
+            (3, expiring(file(5, "x", "y", 100), 1)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 1).expect("due");
+        assert_eq!((c.reason, c.level), (CompactionReason::Size, 0));
+    }
+
     #[test]
     fn manual_range_compaction() {
         let v = Arc::new(version(vec![
@@ -708,6 +1002,7 @@ mod tests {
         let mut pointers = no_pointers();
         let c =
             compact_range(&v, &opts(), &mut pointers, 0, Some(b"a"), Some(b"a")).expect("overlaps");
+        assert_eq!(c.reason, CompactionReason::Manual);
         assert_eq!(
             numbers(&c.inputs[0]),
             vec![20, 21],
@@ -721,5 +1016,33 @@ mod tests {
         assert_eq!(numbers(&c.inputs[1]), vec![4]);
         assert!(compact_range(&v, &opts(), &mut pointers, 1, Some(b"g"), Some(b"w")).is_none());
         assert!(compact_range(&v, &opts(), &mut pointers, NUM_LEVELS - 1, None, None).is_none());
+    }
+
+    #[test]
+    fn manual_compaction_of_a_level_into_itself() {
+        let v = Arc::new(version(vec![
+            (0, file(20, "a", "z", 10)),
+            (2, file_seq(1, "a", 9, "c", 9, 100)),
+            (2, file_seq(2, "c", 5, "e", 5, 100)),
+            (2, file(3, "g", "h", 100)),
+            (3, file(4, "d", "z", 100)),
+        ]));
+        let mut c = compact_level_in_place(&v, &opts(), 2, Some(b"b"), Some(b"b")).expect("a..c");
+        assert_eq!(
+            (c.level, c.output_level(), c.reason),
+            (2, 2, CompactionReason::Manual)
+        );
+        assert_eq!(
+            numbers(&c.inputs[0]),
+            vec![1, 2],
+            "file 2 continues user key c"
+        );
+        assert!(c.inputs[1].is_empty());
+        assert_eq!(numbers(&c.grandparents), vec![4]);
+        assert!(!c.is_trivial_move());
+        assert!(c.is_base_level_for_key(b"c"));
+        assert!(!c.is_base_level_for_key(b"e"));
+        assert!(compact_level_in_place(&v, &opts(), 0, None, None).is_none());
+        assert!(compact_level_in_place(&v, &opts(), 2, Some(b"x"), None).is_none());
     }
 }

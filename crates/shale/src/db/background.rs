@@ -4,17 +4,24 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
 use super::{DbInner, DbState};
+use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, FileType};
 use crate::iter::InternalIterator;
 use crate::memtable::MemTable;
 use crate::sstable::{TableBuilder, TableOptions};
-use crate::version::{FileMetaData, VersionEdit};
+use crate::version::{FileMetaData, VersionEdit, VersionSet};
+
+/// The longest an idle background thread sleeps while some table consists only of expiring
+/// entries, before it checks again whether one has expired.
+const EXPIRY_RECHECK: Duration = Duration::from_secs(60);
+/// The shortest such sleep, so that a table expiring right now does not make threads spin.
+const EXPIRY_WAKE_MIN: Duration = Duration::from_millis(1);
 
 impl DbInner {
     /// The body of each background thread.
@@ -36,12 +43,13 @@ impl DbInner {
                 self.background_done.notify_all();
                 continue;
             }
+            let now = self.options.clock.now_micros();
             if healthy
                 && !state.compaction_running
                 && state.manual_waiting == 0
-                && state.versions.needs_compaction()
+                && state.versions.needs_compaction(now)
             {
-                if let Some(c) = state.versions.pick_compaction() {
+                if let Some(c) = state.versions.pick_compaction(now) {
                     state.compaction_running = true;
                     let result = self.run_compaction(&mut state, c);
                     state.compaction_running = false;
@@ -54,7 +62,43 @@ impl DbInner {
                     continue;
                 }
             }
-            self.work_available.wait(&mut state);
+            // A table whose entries all expire becomes due with no write to signal it: wake
+            // up when the first one does (re-checking at least every EXPIRY_RECHECK, in case
+            // the clock jumps or is driven by hand). While another job runs, its end wakes the
+            // threads instead.
+            let can_compact = healthy && !state.compaction_running && state.manual_waiting == 0;
+            match state.versions.next_file_expiry() {
+                Some(expiry) if can_compact => {
+                    let wait = Duration::from_micros(expiry.saturating_sub(now))
+                        .clamp(EXPIRY_WAKE_MIN, EXPIRY_RECHECK);
+                    self.work_available.wait_for(&mut state, wait);
+                }
+                _ => self.work_available.wait(&mut state),
+            }
+        }
+    }
+
+    /// Wakes the background threads and returns once no flush or compaction is due or running
+    /// (judging expiry at the clock's time when each check is made), or with the error that
+    /// stopped background work.
+    pub(crate) fn wait_for_compactions(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        loop {
+            Self::check_bg_error(&state)?;
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::ShuttingDown);
+            }
+            let now = self.options.clock.now_micros();
+            let busy = !state.imm.is_empty()
+                || state.flush_running
+                || state.compaction_running
+                || state.manual_waiting > 0
+                || state.versions.needs_compaction(now);
+            if !busy {
+                return Ok(());
+            }
+            self.work_available.notify_all();
+            self.background_done.wait(&mut state);
         }
     }
 
@@ -167,7 +211,9 @@ impl DbInner {
         }
     }
 
-    /// Compacts `[begin, end]` level by level, after flushing the memtable.
+    /// Compacts `[begin, end]` level by level, after flushing the memtable; then rewrites the
+    /// deepest level holding the range in place if that can change it (see
+    /// [`DbInner::rewrite_deepest_level`]).
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         if self.read_only {
             return Err(Error::InvalidArgument("database is open read-only".into()));
@@ -183,17 +229,41 @@ impl DbInner {
             return Ok(());
         };
         for level in 0..deepest.max(1) {
-            self.manual_compaction(level, begin, end)?;
+            self.manual_compaction(|versions| versions.compact_range(level, begin, end))?;
         }
-        Ok(())
+        self.rewrite_deepest_level(begin, end)
     }
 
-    /// Runs compactions of `level` over the range until none of its files overlap it.
+    /// Compacting each level into the next never rewrites the deepest level holding the range,
+    /// so its tables would keep expired entries, and a compaction filter would never see them.
+    /// When either can change them (a filter is configured, or the tables hold expiring
+    /// entries), they are compacted into their own level once.
+    fn rewrite_deepest_level(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let mut done = false;
+        self.manual_compaction(|versions| {
+            if std::mem::replace(&mut done, true) {
+                return None;
+            }
+            let version = versions.current();
+            let level = (1..crate::limits::NUM_LEVELS)
+                .rev()
+                .find(|&l| !version.overlapping_files(l, begin, end).is_empty())?;
+            let worth_it = self.options.compaction_filter.is_some()
+                || version
+                    .overlapping_files(level, begin, end)
+                    .iter()
+                    .any(|f| f.max_expiry_micros != 0);
+            if !worth_it {
+                return None;
+            }
+            versions.compact_level_in_place(level, begin, end)
+        })
+    }
+
+    /// Runs the compactions `pick` returns, one at a time, until it returns `None`.
     fn manual_compaction(
         &self,
-        level: usize,
-        begin: Option<&[u8]>,
-        end: Option<&[u8]>,
+        mut pick: impl FnMut(&mut VersionSet) -> Option<Compaction>,
     ) -> Result<()> {
         let mut state = self.state.lock();
         state.manual_waiting += 1;
@@ -208,7 +278,7 @@ impl DbInner {
                 self.background_done.wait(&mut state);
                 continue;
             }
-            let Some(c) = state.versions.compact_range(level, begin, end) else {
+            let Some(c) = pick(&mut state.versions) else {
                 break Ok(());
             };
             state.compaction_running = true;
@@ -266,5 +336,7 @@ pub(crate) fn meta_from_properties(
         largest_seqno: props.largest_seqno,
         num_entries: props.num_entries,
         num_deletions: props.num_deletions,
+        max_expiry_micros: props.max_expiry_micros,
+        has_permanent_entries: props.num_expiring < props.num_entries,
     }
 }

@@ -2,12 +2,32 @@
 //! still see, combines merge operands, drops expired values and what the compaction filter
 //! removes, and writes the result as new tables of the output level.
 //!
-//! Per user key (entries arrive newest first), with `s` the oldest live snapshot (or the last
-//! sequence number when there is none):
-//! - every entry newer than `s` is kept as it is, because some snapshot may read it;
-//! - of the entries at or below `s`, only the newest is visible to anyone: a value is kept
-//!   (after the compaction filter), a deletion is kept unless no deeper level can hold the key,
-//!   and merge operands are folded onto the value below them; everything older is dropped.
+//! Per user key, the entries (newest first) are cut into *stripes* by the live snapshots: a
+//! stripe holds the entries a given snapshot sees and the next older snapshot does not, and the
+//! newest stripe holds those only reads without a snapshot see. In each stripe only the newest
+//! entry is visible to anyone, so each stripe is reduced to (at most) that entry:
+//! - a deletion is kept, unless nothing older of the key is written by this job and no deeper
+//!   level can hold the key;
+//! - a value that has expired (`expiry <= now`, `now` read once when the job starts) is
+//!   removed: it becomes a deletion with the same sequence number when something older must stay
+//!   hidden (an expired value reads as a deletion, so no reader can tell), and disappears
+//!   otherwise;
+//! - in the newest stripe only, the compaction filter judges the value (`Keep`, `Remove`, handled
+//!   like an expired value, or `ChangeValue`, which keeps the expiry): no snapshot reads it, so
+//!   the filter never changes what a snapshot sees;
+//! - merge operands are folded onto the first full entry below them, through older stripes if
+//!   need be, when that entry is a value, a deletion, an expired value, or nothing at all because
+//!   no deeper level can hold the key; the result is a plain value (a merge never inherits or
+//!   renews an expiry). Otherwise (a live expiring base, a base possibly in a deeper level, or an
+//!   operator error) the stripe's operands are kept, combined into one by `partial_merge` when
+//!   the operator can, with their base if it is in the stripe: nothing is lost, and reads
+//!   report an operator error themselves.
+//!
+//! Because every expired value is removed, no output table consists only of expired entries,
+//! so an expiry compaction never picks its own output again.
+//!
+//! Thread-safety: the job runs on one background thread with the database mutex released; the
+//! inputs are pinned by the compaction's input version.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::Ordering;
@@ -23,7 +43,7 @@ use crate::filename::table_file_name;
 use crate::iter::{
     split_expiring, InternalIterator, LevelIterator, MergingIterator, EXPIRY_PREFIX_LEN,
 };
-use crate::key::{append_internal_key, parse_internal_key, SequenceNumber, ValueKind};
+use crate::key::{append_internal_key, parse_internal_key, SequenceNumber, ValueKind, TRAILER_LEN};
 use crate::sstable::{ReadFlags, TableBuilder, TableOptions};
 use crate::ttl::FilterDecision;
 use crate::version::{FileMetaData, VersionEdit};
@@ -57,13 +77,12 @@ impl DbInner {
             self.install_view(state);
             return Ok(());
         }
-        let smallest_snapshot = self
-            .snapshots
-            .oldest()
-            .unwrap_or_else(|| self.last_sequence.load(Ordering::Acquire));
+        let job = JobContext {
+            snapshots: self.snapshots.sequences(),
+            now: self.options.clock.now_micros(),
+        };
         let input_bytes = c.total_input_bytes();
-        let outcome =
-            MutexGuard::unlocked(state, || self.compact_inputs(&mut c, smallest_snapshot));
+        let outcome = MutexGuard::unlocked(state, || self.compact_inputs(&mut c, &job));
         let mut outputs_numbers: Vec<u64> = Vec::new();
         let result = outcome.and_then(|outputs| {
             outputs_numbers = outputs.iter().map(|f| f.number).collect();
@@ -105,11 +124,7 @@ impl DbInner {
     }
 
     /// Merges the inputs into new tables. Runs without the state lock.
-    fn compact_inputs(
-        &self,
-        c: &mut Compaction,
-        smallest_snapshot: SequenceNumber,
-    ) -> Result<Vec<FileMetaData>> {
+    fn compact_inputs(&self, c: &mut Compaction, job: &JobContext) -> Result<Vec<FileMetaData>> {
         let flags = ReadFlags {
             verify_checksums: true,
             fill_cache: false,
@@ -167,7 +182,7 @@ impl DbInner {
                     input.next();
                 }
                 input.status()?;
-                let out = self.resolve_key(c, &user_key, &entries, smallest_snapshot);
+                let out = self.resolve_key(c, job, &user_key, &entries);
                 if out.is_empty() {
                     continue;
                 }
@@ -227,6 +242,8 @@ impl DbInner {
                         largest_seqno: 0,
                         num_entries: 0,
                         num_deletions: 0,
+                        max_expiry_micros: 0,
+                        has_permanent_entries: true,
                     });
                 }
                 let mut state = self.state.lock();
@@ -242,125 +259,144 @@ impl DbInner {
         }
     }
 
-    /// Decides what to write for one user key. `entries` are newest first.
+    /// Decides what to write for one user key. `entries` are newest first. See the module docs
+    /// for the rules; they are applied stripe by stripe, newest stripe first.
     fn resolve_key(
         &self,
         c: &mut Compaction,
+        job: &JobContext,
         user_key: &[u8],
         entries: &[Entry],
-        smallest_snapshot: SequenceNumber,
     ) -> Output {
         let mut out: Output = Vec::new();
         let mut i = 0;
-        // Entries a snapshot may still read are kept verbatim.
-        while i < entries.len() && entries[i].sequence > smallest_snapshot {
-            let e = &entries[i];
-            out.push((e.sequence, e.kind, e.value.clone()));
-            i += 1;
-        }
-        let Some(newest) = entries.get(i) else {
-            return out;
-        };
-        let now = self.options.clock.now_micros();
-        match newest.kind {
-            ValueKind::Deletion => {
-                if !c.is_base_level_for_key(user_key) {
-                    out.push((newest.sequence, ValueKind::Deletion, Vec::new()));
-                }
-            }
-            ValueKind::Value | ValueKind::ExpiringValue => {
-                self.emit_value(
-                    c,
-                    user_key,
-                    newest.sequence,
-                    newest.kind,
-                    &newest.value,
-                    now,
-                    &mut out,
-                );
-            }
-            ValueKind::Merge => {
-                let mut j = i;
-                while j < entries.len() && entries[j].kind == ValueKind::Merge {
-                    j += 1;
-                }
-                let operands: Vec<&[u8]> = entries[i..j]
-                    .iter()
-                    .rev()
-                    .map(|e| e.value.as_slice())
-                    .collect();
-                // The base below the operands: known if an entry ends the run here, or if no
-                // deeper level can hold older entries of this key.
-                let base: Option<Option<&Entry>> = match entries.get(j) {
-                    Some(e) => Some(Some(e)),
-                    None if c.is_base_level_for_key(user_key) => Some(None),
-                    None => None,
-                };
-                let merged = base.and_then(|base| self.fold_merge(user_key, base, &operands, now));
-                match merged {
-                    Some((kind, value)) => {
-                        self.emit_value(c, user_key, newest.sequence, kind, &value, now, &mut out)
-                    }
-                    None => {
-                        let partial = self
-                            .options
-                            .merge_operator
-                            .as_ref()
-                            .filter(|_| operands.len() > 1 && base.is_none())
-                            .and_then(|op| op.partial_merge(user_key, &operands));
-                        match partial {
-                            Some(p) => out.push((newest.sequence, ValueKind::Merge, p)),
-                            None => {
-                                // Keep the operands (and their base) exactly as they are.
-                                for e in &entries[i..] {
-                                    out.push((e.sequence, e.kind, e.value.clone()));
-                                    if e.kind != ValueKind::Merge {
-                                        break;
-                                    }
-                                }
-                            }
-                        }
+        while let Some(first) = entries.get(i) {
+            let stripe = job.stripe_of(first.sequence);
+            let end = i + entries[i..]
+                .iter()
+                .take_while(|e| job.stripe_of(e.sequence) == stripe)
+                .count();
+            let place = Placement {
+                // Nobody but the latest readers sees the newest stripe.
+                unseen_by_snapshots: stripe == job.snapshots.len(),
+                // Older entries of the key are written too (for snapshots), or may live deeper:
+                // dropping this stripe's entry outright would uncover them.
+                must_hide_older: end < entries.len() || !c.is_base_level_for_key(user_key),
+            };
+            match first.kind {
+                ValueKind::Deletion => {
+                    if place.must_hide_older {
+                        out.push((first.sequence, ValueKind::Deletion, Vec::new()));
                     }
                 }
+                ValueKind::Value | ValueKind::ExpiringValue => {
+                    let value = EntryValue {
+                        sequence: first.sequence,
+                        kind: first.kind,
+                        stored: &first.value,
+                    };
+                    self.emit_value(c, job, user_key, value, place, &mut out);
+                }
+                ValueKind::Merge => {
+                    self.resolve_merge(c, job, user_key, &entries[i..], end - i, place, &mut out)
+                }
             }
+            i = end;
         }
         out
     }
 
-    /// Applies `operands` to `base` (an entry, or `None` for no entry at all). A merge keeps the
-    /// base's expiry: it never renews a TTL. `None` if the operator fails, so the caller keeps
-    /// the inputs unchanged.
-    fn fold_merge(
+    /// Resolves a stripe whose newest entry is a merge operand. `entries` starts at that operand
+    /// and runs to the key's oldest entry; the stripe is its first `stripe_len` entries.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_merge(
+        &self,
+        c: &mut Compaction,
+        job: &JobContext,
+        user_key: &[u8],
+        entries: &[Entry],
+        stripe_len: usize,
+        place: Placement,
+        out: &mut Output,
+    ) {
+        let sequence = entries[0].sequence;
+        // The operands run down to the first full entry, across older stripes too: the readers
+        // of this stripe see all of them.
+        let run = entries
+            .iter()
+            .take_while(|e| e.kind == ValueKind::Merge)
+            .count();
+        let base = entries.get(run);
+        let foldable = match base {
+            Some(e) => match e.kind {
+                ValueKind::Deletion | ValueKind::Value => true,
+                // A live expiring base cannot be folded: once it expires, readers must see the
+                // operands applied to nothing, which a folded value could not give them.
+                ValueKind::ExpiringValue => {
+                    split_expiring(&e.value).is_some_and(|(expiry, _)| expiry <= job.now)
+                }
+                ValueKind::Merge => false,
+            },
+            // No entry below the operands: a known nothing only if no deeper level can hold
+            // the key.
+            None => c.is_base_level_for_key(user_key),
+        };
+        if foldable {
+            let existing = base.and_then(|e| match e.kind {
+                ValueKind::Value => Some(e.value.as_slice()),
+                _ => None,
+            });
+            let operands: Vec<&[u8]> = entries[..run]
+                .iter()
+                .rev()
+                .map(|e| e.value.as_slice())
+                .collect();
+            if let Some(merged) = self.full_merge(user_key, existing, &operands) {
+                let value = EntryValue {
+                    sequence,
+                    kind: ValueKind::Value,
+                    stored: &merged,
+                };
+                self.emit_value(c, job, user_key, value, place, out);
+                return;
+            }
+        }
+        // Keep the stripe's operands, combined into one if the operator can, and its base if the
+        // base is in the stripe; anything older in the stripe is hidden by that base.
+        let stripe_operands = run.min(stripe_len);
+        let operands: Vec<&[u8]> = entries[..stripe_operands]
+            .iter()
+            .rev()
+            .map(|e| e.value.as_slice())
+            .collect();
+        let partial = match (&self.options.merge_operator, operands.len() > 1) {
+            (Some(op), true) => op.partial_merge(user_key, &operands),
+            _ => None,
+        };
+        match partial {
+            Some(p) => out.push((sequence, ValueKind::Merge, p)),
+            None => {
+                for e in &entries[..stripe_operands] {
+                    out.push((e.sequence, e.kind, e.value.clone()));
+                }
+            }
+        }
+        if let Some(b) = base.filter(|_| run < stripe_len) {
+            out.push((b.sequence, b.kind, b.value.clone()));
+        }
+    }
+
+    /// The merge operator's full merge, or `None` (logged) if it fails or there is none; the
+    /// caller then keeps the operands as they are, so nothing is lost and reads report the error.
+    fn full_merge(
         &self,
         user_key: &[u8],
-        base: Option<&Entry>,
+        existing: Option<&[u8]>,
         operands: &[&[u8]],
-        now: u64,
-    ) -> Option<(ValueKind, Vec<u8>)> {
+    ) -> Option<Vec<u8>> {
         let op = self.options.merge_operator.as_ref()?;
-        let (existing, expiry): (Option<&[u8]>, Option<u64>) = match base {
-            None => (None, None),
-            Some(e) => match e.kind {
-                ValueKind::Deletion => (None, None),
-                ValueKind::Value => (Some(e.value.as_slice()), None),
-                ValueKind::ExpiringValue => match split_expiring(&e.value) {
-                    Some((expiry, _)) if expiry <= now => (None, None),
-                    Some((expiry, v)) => (Some(v), Some(expiry)),
-                    None => return None,
-                },
-                ValueKind::Merge => return None,
-            },
-        };
         match op.full_merge(user_key, existing, operands) {
-            Ok(v) => Some(match expiry {
-                Some(expiry) => {
-                    let mut stored = Vec::with_capacity(EXPIRY_PREFIX_LEN + v.len());
-                    stored.extend_from_slice(&expiry.to_le_bytes());
-                    stored.extend_from_slice(&v);
-                    (ValueKind::ExpiringValue, stored)
-                }
-                None => (ValueKind::Value, v),
-            }),
+            Ok(v) => Some(v),
             Err(message) => {
                 tracing::warn!(key = ?String::from_utf8_lossy(user_key), %message, "merge failed in compaction; operands kept");
                 None
@@ -368,49 +404,71 @@ impl DbInner {
         }
     }
 
-    /// Writes the newest visible value of a key, after expiry and the compaction filter.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes the value a stripe's readers see, after expiry and (in the newest stripe only)
+    /// the compaction filter. A removed value becomes a tombstone when it must hide older
+    /// entries, and disappears otherwise.
     fn emit_value(
         &self,
-        c: &mut Compaction,
+        c: &Compaction,
+        job: &JobContext,
         user_key: &[u8],
-        sequence: SequenceNumber,
-        kind: ValueKind,
-        stored: &[u8],
-        now: u64,
+        value: EntryValue<'_>,
+        place: Placement,
         out: &mut Output,
     ) {
+        let EntryValue {
+            sequence,
+            kind,
+            stored,
+        } = value;
         let (user_value, expiry) = match kind {
             ValueKind::ExpiringValue => match split_expiring(stored) {
                 Some((expiry, v)) => (v, Some(expiry)),
                 None => {
+                    // Malformed: keep it for reads to report, never guess.
                     out.push((sequence, kind, stored.to_vec()));
                     return;
                 }
             },
             _ => (stored, None),
         };
-        let mut removed = false;
-        if expiry.is_some_and(|e| e <= now) {
+        let removed = if expiry.is_some_and(|e| e <= job.now) {
             self.stats.expired_dropped.fetch_add(1, Ordering::Relaxed);
-            removed = true;
-        }
+            // The bytes no table holds any more: the whole entry, or its value when a
+            // tombstone with the same key takes its place.
+            let entry_bytes = user_key.len() + TRAILER_LEN + stored.len();
+            let reclaimed = if place.must_hide_older {
+                stored.len()
+            } else {
+                entry_bytes
+            };
+            self.stats
+                .expired_bytes_reclaimed
+                .fetch_add(reclaimed as u64, Ordering::Relaxed);
+            true
+        } else {
+            false
+        };
         let mut changed: Option<Vec<u8>> = None;
-        if !removed {
-            if let Some(filter) = &self.options.compaction_filter {
-                match filter.filter(c.output_level(), user_key, user_value) {
-                    FilterDecision::Keep => {}
-                    FilterDecision::Remove => {
-                        self.stats.filtered_dropped.fetch_add(1, Ordering::Relaxed);
-                        removed = true;
-                    }
-                    FilterDecision::ChangeValue(v) => changed = Some(v),
+        let filter = self
+            .options
+            .compaction_filter
+            .as_ref()
+            .filter(|_| place.unseen_by_snapshots && !removed);
+        let removed = removed
+            || match filter.map(|f| f.filter(c.output_level(), user_key, user_value)) {
+                None | Some(FilterDecision::Keep) => false,
+                Some(FilterDecision::Remove) => {
+                    self.stats.filtered_dropped.fetch_add(1, Ordering::Relaxed);
+                    true
                 }
-            }
-        }
+                Some(FilterDecision::ChangeValue(v)) => {
+                    changed = Some(v);
+                    false
+                }
+            };
         if removed {
-            // Older versions may live deeper: a tombstone must hide them.
-            if !c.is_base_level_for_key(user_key) {
+            if place.must_hide_older {
                 out.push((sequence, ValueKind::Deletion, Vec::new()));
             }
             return;
@@ -426,4 +484,39 @@ impl DbInner {
             }
         }
     }
+}
+
+/// What a compaction job knows while deciding each key's fate.
+struct JobContext {
+    /// The live snapshots' sequence numbers when the job started, ascending, without repeats.
+    /// A snapshot taken later sees every input entry, like a plain read.
+    snapshots: Vec<SequenceNumber>,
+    /// The clock when the job started: expiry is judged at this time.
+    now: u64,
+}
+
+impl JobContext {
+    /// The stripe of an entry: the index of the oldest snapshot that sees it, or
+    /// `snapshots.len()` for the newest stripe, which only reads without a snapshot see.
+    fn stripe_of(&self, sequence: SequenceNumber) -> usize {
+        self.snapshots.partition_point(|&s| s < sequence)
+    }
+}
+
+/// Where the entry being written sits among the key's versions.
+#[derive(Debug, Clone, Copy)]
+struct Placement {
+    /// In the newest stripe: no snapshot reads it, so the compaction filter may judge it.
+    unseen_by_snapshots: bool,
+    /// Older versions of the key are written below it or may live in deeper levels, so if it
+    /// is removed a tombstone must take its place.
+    must_hide_older: bool,
+}
+
+/// A value entry about to be written: its sequence number, kind (`Value` or `ExpiringValue`)
+/// and value as stored (with the expiry prefix for an expiring value).
+struct EntryValue<'a> {
+    sequence: SequenceNumber,
+    kind: ValueKind,
+    stored: &'a [u8],
 }

@@ -282,9 +282,20 @@ impl Db {
     }
 
     /// Compacts every level's tables overlapping the user-key range `[begin, end]` (None:
-    /// unbounded) down the tree, dropping overwritten and deleted data.
+    /// unbounded) down the tree, dropping overwritten, deleted and expired data. The deepest
+    /// level holding the range is also rewritten in place when that can change it: when a
+    /// compaction filter is set or its tables hold expiring entries.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner.compact_range(begin, end)
+    }
+
+    /// Wakes the background threads and waits until no flush or compaction is due or running:
+    /// levels over their size targets and tables whose entries have all expired (at the
+    /// clock's current time, see [`Options::clock`]) have been compacted. Background work
+    /// does this by itself; this is for callers that need it done now, such as tests that
+    /// drive time with [`crate::env::ManualClock`].
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.wait_for_compactions()
     }
 
     /// Approximate bytes on disk used by each user-key range `[start, end)`.

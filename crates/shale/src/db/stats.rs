@@ -22,6 +22,7 @@ pub(crate) struct Counters {
     pub(crate) compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) expired_dropped: AtomicU64,
+    pub(crate) expired_bytes_reclaimed: AtomicU64,
     pub(crate) filtered_dropped: AtomicU64,
     pub(crate) per_level: [LevelCounters; NUM_LEVELS],
 }
@@ -92,8 +93,14 @@ pub struct DbStats {
     pub slowdowns: u64,
     /// Times a writer had to wait for a flush or compaction.
     pub stalls: u64,
-    /// Expired entries dropped by compaction.
+    /// Expired entries compaction removed (dropped, or replaced by a tombstone where one must
+    /// hide older versions of the key).
     pub expired_dropped: u64,
+    /// Bytes of those expired entries no table holds any more: internal key and stored value of
+    /// each dropped entry, the stored value of each one a tombstone replaced, counted before
+    /// block compression. The space on disk shows in `levels[..].bytes` and the
+    /// `shale.total-sst-size` property.
+    pub expired_bytes_reclaimed: u64,
     /// Entries removed by the compaction filter.
     pub filtered_dropped: u64,
     /// Bytes held by memtables.
@@ -164,6 +171,7 @@ impl DbInner {
             slowdowns: load(&c.slowdowns),
             stalls: load(&c.stalls),
             expired_dropped: load(&c.expired_dropped),
+            expired_bytes_reclaimed: load(&c.expired_bytes_reclaimed),
             filtered_dropped: load(&c.filtered_dropped),
             memtable_bytes: memtable_bytes as u64,
             block_cache_usage: usage,
@@ -264,8 +272,10 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     );
     let _ = writeln!(
         out,
-        "Expired dropped: {}; filtered dropped: {}",
-        s.expired_dropped, s.filtered_dropped
+        "Expired dropped: {} ({:.1} MB reclaimed); filtered dropped: {}",
+        s.expired_dropped,
+        mb(s.expired_bytes_reclaimed),
+        s.filtered_dropped
     );
     let _ = writeln!(
         out,

@@ -157,7 +157,15 @@ impl TableBuilder {
         match parsed.kind {
             ValueKind::Deletion => p.num_deletions += 1,
             ValueKind::Merge => p.num_merges += 1,
-            ValueKind::Value | ValueKind::ExpiringValue => {}
+            ValueKind::ExpiringValue => {
+                // A value too short to hold its expiry is corrupt; it is kept as it is and
+                // counts as never expiring, so the table is never dropped for it.
+                if let Some(expiry) = crate::codec::decode_fixed64(value) {
+                    p.num_expiring += 1;
+                    p.max_expiry_micros = p.max_expiry_micros.max(expiry);
+                }
+            }
+            ValueKind::Value => {}
         }
         p.raw_key_bytes += ikey.len() as u64;
         p.raw_value_bytes += value.len() as u64;

@@ -26,6 +26,14 @@ pub struct TableProperties {
     pub num_deletions: u64,
     /// Entries of kind [`crate::key::ValueKind::Merge`].
     pub num_merges: u64,
+    /// Entries of kind [`crate::key::ValueKind::ExpiringValue`] whose value holds its expiry.
+    /// Every other entry (a value without expiry, a merge operand, a deletion, or a malformed
+    /// expiring value) never expires, so the table expires as a whole only when this equals
+    /// `num_entries`. 0 in tables written before the property existed.
+    pub num_expiring: u64,
+    /// The largest expiry (microseconds since the Unix epoch) of the table's expiring entries;
+    /// 0 if it has none.
+    pub max_expiry_micros: u64,
     /// Sum of internal key lengths as added (before prefix compression).
     pub raw_key_bytes: u64,
     /// Sum of value lengths as added (before compression).
@@ -61,6 +69,8 @@ pub struct TableProperties {
 const NUM_ENTRIES: &str = "shale.num_entries";
 const NUM_DELETIONS: &str = "shale.num_deletions";
 const NUM_MERGES: &str = "shale.num_merges";
+const NUM_EXPIRING: &str = "shale.num_expiring";
+const MAX_EXPIRY_MICROS: &str = "shale.max_expiry_micros";
 const RAW_KEY_BYTES: &str = "shale.raw_key_bytes";
 const RAW_VALUE_BYTES: &str = "shale.raw_value_bytes";
 const DATA_SIZE: &str = "shale.data_size";
@@ -87,6 +97,8 @@ pub fn encode_properties(p: &TableProperties) -> Vec<u8> {
         (NUM_ENTRIES, varint(p.num_entries)),
         (NUM_DELETIONS, varint(p.num_deletions)),
         (NUM_MERGES, varint(p.num_merges)),
+        (NUM_EXPIRING, varint(p.num_expiring)),
+        (MAX_EXPIRY_MICROS, varint(p.max_expiry_micros)),
         (RAW_KEY_BYTES, varint(p.raw_key_bytes)),
         (RAW_VALUE_BYTES, varint(p.raw_value_bytes)),
         (DATA_SIZE, varint(p.data_size)),
@@ -152,6 +164,8 @@ pub fn decode_properties(data: Vec<u8>) -> std::result::Result<TableProperties, 
             NUM_ENTRIES => p.num_entries = num()?,
             NUM_DELETIONS => p.num_deletions = num()?,
             NUM_MERGES => p.num_merges = num()?,
+            NUM_EXPIRING => p.num_expiring = num()?,
+            MAX_EXPIRY_MICROS => p.max_expiry_micros = num()?,
             RAW_KEY_BYTES => p.raw_key_bytes = num()?,
             RAW_VALUE_BYTES => p.raw_value_bytes = num()?,
             DATA_SIZE => p.data_size = num()?,
@@ -183,6 +197,8 @@ mod tests {
             num_entries: 1,
             num_deletions: 2,
             num_merges: 3,
+            num_expiring: 11,
+            max_expiry_micros: u64::MAX - 1,
             raw_key_bytes: 4,
             raw_value_bytes: 5,
             data_size: 6,

@@ -699,3 +699,55 @@ fn readers_are_shareable_between_threads() {
     let flags = ReadFlags::default();
     assert!(flags.verify_checksums && flags.fill_cache);
 }
+
+#[test]
+fn expiry_properties_record_the_latest_expiry_and_permanent_entries() {
+    let fs = MemFs::new();
+    let opts = table_opts(Compression::Lz4, 10, 4096);
+    let expiring = |expiry: u64, v: &str| {
+        let mut stored = expiry.to_le_bytes().to_vec();
+        stored.extend_from_slice(v.as_bytes());
+        stored
+    };
+    // Every entry expires: the table expires as a whole at its largest expiry.
+    let all: Entries = vec![
+        (
+            make_internal_key(b"a", 3, ValueKind::ExpiringValue),
+            expiring(50, "x"),
+        ),
+        (
+            make_internal_key(b"b", 2, ValueKind::ExpiringValue),
+            expiring(u64::MAX - 7, ""),
+        ),
+        (
+            make_internal_key(b"c", 1, ValueKind::ExpiringValue),
+            expiring(9, "yy"),
+        ),
+    ];
+    let path = PathBuf::from("/db/000001.sst");
+    let p = write_table(&fs, &path, &opts, &all);
+    assert_eq!((p.num_entries, p.num_expiring), (3, 3));
+    assert_eq!(p.max_expiry_micros, u64::MAX - 7);
+    let t = open(&fs, &path, &opts, None).expect("open");
+    assert_eq!(t.properties(), &p, "the reader sees what the builder wrote");
+
+    // A deletion, a merge operand, a plain value and a malformed expiring value never expire.
+    for (kind, value) in [
+        (ValueKind::Deletion, Vec::new()),
+        (ValueKind::Merge, b"op".to_vec()),
+        (ValueKind::Value, b"v".to_vec()),
+        (ValueKind::ExpiringValue, b"short".to_vec()),
+    ] {
+        let mut entries = all.clone();
+        entries.push((make_internal_key(b"d", 1, kind), value));
+        let path = PathBuf::from("/db/000002.sst");
+        let p = write_table(&fs, &path, &opts, &entries);
+        assert_eq!((p.num_entries, p.num_expiring), (4, 3), "{kind:?}");
+        assert_eq!(p.max_expiry_micros, u64::MAX - 7);
+    }
+
+    // No expiring entry at all.
+    let path = PathBuf::from("/db/000003.sst");
+    let p = write_table(&fs, &path, &opts, &dataset(20, 2, 5));
+    assert_eq!((p.num_expiring, p.max_expiry_micros), (0, 0));
+}

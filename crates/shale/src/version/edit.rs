@@ -4,8 +4,9 @@
 //! pointers). A full snapshot of a version is an edit that only adds files.
 //!
 //! Encoding: a sequence of tagged fields, each a varint32 tag followed by the tag's payload.
-//! Unknown tags are an error (there is no forward compatibility inside a format version: a
-//! newer field must come with a new log format version so an old build refuses it cleanly).
+//! Unknown tags are an error: an old build must refuse a field it does not know rather than
+//! drop state silently. Tag 8 was added without a log format version bump because refusing
+//! it *is* that clean failure, and it only appears in databases that use TTL.
 //!
 //! ```text
 //! edit         := field*
@@ -20,9 +21,16 @@
 //!                     | smallest: varint64 length | bytes | largest: varint64 length | bytes
 //!                     | smallest_seqno: varint64 | largest_seqno: varint64
 //!                     | num_entries: varint64 | num_deletions: varint64
+//! 8 new_file_expiry : number: varint64 | max_expiry_micros: varint64
+//!                     | has_permanent_entries: u8 (0 or 1)
 //! ```
 //! Levels must be below [`crate::limits::NUM_LEVELS`]; file keys are internal keys and must be
-//! at least a trailer long. Format doc: `docs/format/manifest.md`.
+//! at least a trailer long. Tag 8 is optional and completes the `new_file` of the same edit
+//! with that number; a file without it has no expiring entries as far as the manifest knows
+//! (`max_expiry_micros` 0, `has_permanent_entries` true), which is also how files recorded
+//! before the tag existed read. It is written only for files holding expiring entries, so a
+//! database that never uses TTL writes exactly the bytes it wrote before the tag existed.
+//! Format doc: `docs/format/manifest.md`.
 //!
 //! Thread-safety: plain data.
 
@@ -39,6 +47,7 @@ mod tag {
     pub const COMPACT_POINTER: u32 = 5;
     pub const DELETED_FILE: u32 = 6;
     pub const NEW_FILE: u32 = 7;
+    pub const NEW_FILE_EXPIRY: u32 = 8;
 }
 
 /// What the manifest records about one table file.
@@ -60,6 +69,12 @@ pub struct FileMetaData {
     pub num_entries: u64,
     /// Tombstones among those entries.
     pub num_deletions: u64,
+    /// The largest expiry (microseconds since the Unix epoch) of the file's expiring entries;
+    /// 0 if it has none.
+    pub max_expiry_micros: u64,
+    /// True if some entry never expires (a plain value, a merge operand, a deletion). Files
+    /// recorded before expiry metadata existed read as true: they are never dropped whole.
+    pub has_permanent_entries: bool,
 }
 
 impl FileMetaData {
@@ -71,6 +86,19 @@ impl FileMetaData {
     /// The user-key part of [`FileMetaData::largest`].
     pub fn largest_user_key(&self) -> &[u8] {
         user_key(&self.largest)
+    }
+
+    /// True if every entry of the file is an expiring value that has expired at `now_micros`
+    /// (an entry with expiry `e` is expired from `now >= e` on): nobody can read anything from
+    /// the file any more, and compacting it reclaims all of its space.
+    pub fn fully_expired_at(&self, now_micros: u64) -> bool {
+        self.num_entries > 0 && !self.has_permanent_entries && self.max_expiry_micros <= now_micros
+    }
+
+    /// True if the expiry fields differ from what a file without tag 8 reads as, so the
+    /// manifest must record them.
+    fn has_expiry_metadata(&self) -> bool {
+        self.max_expiry_micros != 0 || !self.has_permanent_entries
     }
 }
 
@@ -148,6 +176,16 @@ impl VersionEdit {
             put_varint64(&mut out, f.num_entries);
             put_varint64(&mut out, f.num_deletions);
         }
+        for (_, f) in self
+            .new_files
+            .iter()
+            .filter(|(_, f)| f.has_expiry_metadata())
+        {
+            put_varint32(&mut out, tag::NEW_FILE_EXPIRY);
+            put_varint64(&mut out, f.number);
+            put_varint64(&mut out, f.max_expiry_micros);
+            out.push(u8::from(f.has_permanent_entries));
+        }
         out
     }
 
@@ -155,6 +193,9 @@ impl VersionEdit {
     /// byte of the record, and the caller adds the file and record offset.
     pub fn decode(data: &[u8]) -> Result<VersionEdit, String> {
         let mut edit = VersionEdit::default();
+        // Expiry fields by file number, with the byte their field started at; attached to the
+        // edit's new files once every field is read, because fields may come in any order.
+        let mut expiries: Vec<(u64, u64, bool, usize)> = Vec::new();
         let mut d = Decoder::new(data);
         while !d.is_empty() {
             let field_start = d.position();
@@ -194,8 +235,32 @@ impl VersionEdit {
                     let f = get_file(&mut d).ok_or_else(|| bad("new file"))?;
                     edit.new_files.push((level, f));
                 }
+                tag::NEW_FILE_EXPIRY => {
+                    let number = d.varint64().ok_or_else(|| bad("new file expiry"))?;
+                    let max_expiry = d.varint64().ok_or_else(|| bad("new file expiry"))?;
+                    let has_permanent = match d.u8() {
+                        Some(0) => false,
+                        Some(1) => true,
+                        _ => return Err(bad("new file expiry (flag is not 0 or 1)")),
+                    };
+                    expiries.push((number, max_expiry, has_permanent, field_start));
+                }
                 other => return Err(format!("unknown field tag {other} at byte {field_start}")),
             }
+        }
+        for (number, max_expiry, has_permanent, field_start) in expiries {
+            let file = edit
+                .new_files
+                .iter_mut()
+                .find(|(_, f)| f.number == number)
+                .ok_or_else(|| {
+                    format!(
+                        "new file expiry field at byte {field_start} names file {number}, \
+                         which the edit does not add"
+                    )
+                })?;
+            file.1.max_expiry_micros = max_expiry;
+            file.1.has_permanent_entries = has_permanent;
         }
         Ok(edit)
     }
@@ -226,6 +291,8 @@ fn get_file(d: &mut Decoder<'_>) -> Option<FileMetaData> {
         largest_seqno: d.varint64()?,
         num_entries: d.varint64()?,
         num_deletions: d.varint64()?,
+        max_expiry_micros: 0,
+        has_permanent_entries: true,
     })
 }
 
@@ -247,6 +314,8 @@ mod tests {
             largest_seqno: 9,
             num_entries: 77,
             num_deletions: 3,
+            max_expiry_micros: 0,
+            has_permanent_entries: true,
         }
     }
 
@@ -263,6 +332,13 @@ mod tests {
         e.delete_file(6, u64::MAX);
         e.add_file(0, file(100, b"a", b"z"));
         e.add_file(6, file(u64::MAX, b"", b"\xff\xff"));
+        let mut expiring = file(101, b"b", b"c");
+        expiring.max_expiry_micros = u64::MAX;
+        expiring.has_permanent_entries = false;
+        e.add_file(3, expiring);
+        let mut mixed = file(102, b"d", b"e");
+        mixed.max_expiry_micros = 1_700_000_000_000_000;
+        e.add_file(4, mixed);
         e
     }
 
@@ -297,6 +373,8 @@ mod tests {
                 largest_seqno: 6,
                 num_entries: 2,
                 num_deletions: 0,
+                max_expiry_micros: 0,
+                has_permanent_entries: true,
             },
         );
         #[rustfmt::skip]
@@ -321,14 +399,93 @@ mod tests {
         );
     }
 
+    #[test]
+    fn golden_bytes_with_expiry() {
+        let mut e = VersionEdit::default();
+        let mut f = FileMetaData {
+            number: 9,
+            file_size: 300,
+            smallest: b"a\x03\x05\0\0\0\0\0\0".to_vec(),
+            largest: b"b\x03\x06\0\0\0\0\0\0".to_vec(),
+            smallest_seqno: 5,
+            largest_seqno: 6,
+            num_entries: 2,
+            num_deletions: 0,
+            max_expiry_micros: 1_000_000,
+            has_permanent_entries: false,
+        };
+        e.add_file(1, f.clone());
+        // A file without expiring entries gets no tag 8: its bytes are those of older builds.
+        f.number = 10;
+        f.max_expiry_micros = 0;
+        f.has_permanent_entries = true;
+        e.add_file(2, f);
+        #[rustfmt::skip]
+        let expected: Vec<u8> = vec![
+            7, 1, 9, 0xac, 0x02,                     // new file level 1, number 9, size 300
+            9, b'a', 3, 5, 0, 0, 0, 0, 0, 0,         //   smallest "a"@5 ExpiringValue
+            9, b'b', 3, 6, 0, 0, 0, 0, 0, 0,         //   largest  "b"@6 ExpiringValue
+            5, 6, 2, 0,                              //   seqnos 5..6, 2 entries, 0 deletions
+            7, 2, 10, 0xac, 0x02,                    // new file level 2, number 10, size 300
+            9, b'a', 3, 5, 0, 0, 0, 0, 0, 0,
+            9, b'b', 3, 6, 0, 0, 0, 0, 0, 0,
+            5, 6, 2, 0,
+            8, 9, 0xc0, 0x84, 0x3d, 0,               // expiry of file 9: 1_000_000, all expire
+        ];
+        assert_eq!(e.encode(), expected);
+        assert_eq!(VersionEdit::decode(&expected).expect("decode"), e);
+        assert_eq!(
+            doc_golden_section_bytes("## Golden example with expiry"),
+            expected,
+            "docs/format/manifest.md is out of date"
+        );
+    }
+
+    #[test]
+    fn expiry_fields_must_name_a_new_file_of_the_edit() {
+        // Before its new_file, in any order: accepted.
+        let mut e = VersionEdit::default();
+        let mut f = file(4, b"a", b"b");
+        f.max_expiry_micros = 77;
+        f.has_permanent_entries = false;
+        e.add_file(1, f);
+        let bytes = e.encode();
+        let split = bytes.iter().rposition(|&b| b == 8).expect("tag 8");
+        let mut reordered = bytes[split..].to_vec();
+        reordered.extend_from_slice(&bytes[..split]);
+        assert_eq!(VersionEdit::decode(&reordered).expect("any order"), e);
+        // Files recorded without the tag read as never expiring whole.
+        let plain = VersionEdit::decode(&bytes[..split]).expect("without tag 8");
+        assert_eq!(plain.new_files[0].1.max_expiry_micros, 0);
+        assert!(plain.new_files[0].1.has_permanent_entries);
+        assert!(!plain.new_files[0].1.fully_expired_at(u64::MAX));
+        assert!(e.new_files[0].1.fully_expired_at(77));
+        assert!(
+            !e.new_files[0].1.fully_expired_at(76),
+            "visible while now < expiry"
+        );
+
+        let err = VersionEdit::decode(&[8, 4, 77, 0]).expect_err("no such new file");
+        assert!(err.contains("file 4"), "{err}");
+        let mut bad_flag = bytes.clone();
+        let last = bad_flag.len() - 1;
+        bad_flag[last] = 2;
+        assert!(
+            VersionEdit::decode(&bad_flag).is_err(),
+            "flag must be 0 or 1"
+        );
+    }
+
     /// The hex bytes of the "Golden example" block of the format doc: on each line, the leading
     /// two-digit hex tokens (the rest of the line is commentary).
     fn doc_golden_bytes() -> Vec<u8> {
+        doc_golden_section_bytes("## Golden example\n")
+    }
+
+    /// The hex bytes of the first code block after `heading` in the format doc.
+    fn doc_golden_section_bytes(heading: &str) -> Vec<u8> {
         let doc = include_str!("../../../../docs/format/manifest.md");
-        let section = doc
-            .split("## Golden example")
-            .nth(1)
-            .expect("golden section");
+        let section = doc.split(heading).nth(1).expect("golden section");
         let block = section.split("```").nth(1).expect("code block");
         let mut bytes = Vec::new();
         for line in block.lines().skip(1) {
@@ -360,7 +517,7 @@ mod tests {
 
     #[test]
     fn unknown_tags_and_bad_levels_are_errors() {
-        assert!(VersionEdit::decode(&[8, 0]).is_err(), "unknown tag");
+        assert!(VersionEdit::decode(&[9, 0]).is_err(), "unknown tag");
         assert!(VersionEdit::decode(&[0]).is_err(), "tag 0 is unused");
         assert!(
             VersionEdit::decode(&[6, NUM_LEVELS as u8, 1]).is_err(),

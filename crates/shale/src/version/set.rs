@@ -494,15 +494,39 @@ impl VersionSet {
         compaction::max_bytes_for_level(&self.options, level)
     }
 
-    /// True if some level scores 1 or more.
-    pub fn needs_compaction(&self) -> bool {
-        self.level_scores().iter().any(|&s| s >= 1.0)
+    /// True if some level scores 1 or more, or some file's entries have all expired at
+    /// `now_micros`; see [`compaction::needs_compaction`].
+    pub fn needs_compaction(&self, now_micros: u64) -> bool {
+        compaction::needs_compaction(&self.current, &self.options, now_micros)
     }
 
-    /// The size compaction the current version most needs, advancing that level's compact
-    /// pointer (written to the manifest with the next edit).
-    pub fn pick_compaction(&mut self) -> Option<Compaction> {
-        compaction::pick_compaction(&self.current, &self.options, &mut self.compact_pointers)
+    /// The compaction the current version most needs at `now_micros` (by size, else by
+    /// expiry), advancing a size-picked level's compact pointer (written to the manifest with
+    /// the next edit); see [`compaction::pick_compaction`].
+    pub fn pick_compaction(&mut self, now_micros: u64) -> Option<Compaction> {
+        compaction::pick_compaction(
+            &self.current,
+            &self.options,
+            &mut self.compact_pointers,
+            now_micros,
+        )
+    }
+
+    /// When a file of the current version will have all of its entries expired; see
+    /// [`compaction::next_file_expiry`].
+    pub fn next_file_expiry(&self) -> Option<u64> {
+        compaction::next_file_expiry(&self.current)
+    }
+
+    /// A manual compaction of the files of `level` overlapping the user-key range
+    /// `[begin, end]` into `level` itself; see [`compaction::compact_level_in_place`].
+    pub fn compact_level_in_place(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Option<Compaction> {
+        compaction::compact_level_in_place(&self.current, &self.options, level, begin, end)
     }
 
     /// A manual compaction of the files of `level` overlapping the user-key range
@@ -615,6 +639,8 @@ mod tests {
             largest_seqno: number,
             num_entries: 1,
             num_deletions: 0,
+            max_expiry_micros: 0,
+            has_permanent_entries: true,
         }
     }
 
@@ -708,6 +734,36 @@ mod tests {
     }
 
     #[test]
+    fn expiry_metadata_survives_recovery_and_manifest_snapshots() {
+        let fs = MemFs::new();
+        let mut vs = fresh(&fs);
+        let n = vs.new_file_number();
+        let mut f = meta(n, "a", "b", 100);
+        f.max_expiry_micros = 5_000;
+        f.has_permanent_entries = false;
+        let mut e = VersionEdit::default();
+        e.add_file(3, f.clone());
+        vs.log_and_apply(e).expect("apply");
+        assert_eq!(vs.next_file_expiry(), Some(5_000));
+        assert!(!vs.needs_compaction(4_999));
+        assert!(vs.needs_compaction(5_000));
+
+        // Replayed from the edit appended to the manifest...
+        let (mut vs2, r) = reopen(&fs);
+        r.expect("recover");
+        assert_eq!(*vs2.current().files(3)[0], f);
+        // ...and from the snapshot that starts the next manifest.
+        let m = vs2.new_file_number();
+        vs2.log_and_apply(VersionEdit::default())
+            .expect("new manifest");
+        assert!(vs2.manifest_number() >= m);
+        let (vs3, r) = reopen(&fs);
+        r.expect("recover");
+        assert_eq!(*vs3.current().files(3)[0], f);
+        assert_eq!(vs3.next_file_expiry(), Some(5_000));
+    }
+
+    #[test]
     fn posix_round_trip() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("db");
@@ -769,14 +825,14 @@ mod tests {
             vs.log_and_apply(e).expect("apply");
             assert_eq!(vs.current().num_files(1), i + 1);
         }
-        let c = vs.pick_compaction().expect("level 1 is over its target");
+        let c = vs.pick_compaction(0).expect("level 1 is over its target");
         assert_eq!(c.inputs[0][0].smallest_user_key(), b"a");
         drop(c);
         // Any later edit carries the moved pointer to the manifest.
         flush_edit(&mut vs, 0, "q", "r");
         let (mut vs2, r) = reopen(&fs);
         r.expect("recover");
-        let c = vs2.pick_compaction().expect("still over");
+        let c = vs2.pick_compaction(0).expect("still over");
         assert_eq!(
             c.inputs[0][0].smallest_user_key(),
             b"c",
@@ -1142,15 +1198,15 @@ mod tests {
     fn scores_and_picking_through_the_set() {
         let fs = MemFs::new();
         let mut vs = fresh(&fs);
-        assert!(!vs.needs_compaction());
-        assert!(vs.pick_compaction().is_none());
+        assert!(!vs.needs_compaction(0));
+        assert!(vs.pick_compaction(0).is_none());
         for i in 0..4 {
             let k = format!("k{i}");
             flush_edit(&mut vs, 0, "a", &k);
         }
         assert_eq!(vs.level_scores()[0], 1.0);
-        assert!(vs.needs_compaction());
-        let c = vs.pick_compaction().expect("level 0 at its trigger");
+        assert!(vs.needs_compaction(0));
+        let c = vs.pick_compaction(0).expect("level 0 at its trigger");
         assert_eq!(c.level, 0);
         assert_eq!(c.inputs[0].len(), 4);
         assert_eq!(vs.max_bytes_for_level(2), 100_000);

@@ -382,6 +382,8 @@ pub(crate) mod tests {
             largest_seqno: smallest_seq.max(largest_seq),
             num_entries: 10,
             num_deletions: 0,
+            max_expiry_micros: 0,
+            has_permanent_entries: true,
         })
     }
 
