@@ -82,6 +82,10 @@ impl DbInner {
     /// (judging expiry at the clock's time when each check is made), or with the error that
     /// stopped background work.
     pub(crate) fn wait_for_compactions(&self) -> Result<()> {
+        if self.read_only {
+            // No background threads run on a read-only handle; nothing will ever finish.
+            return Ok(());
+        }
         let mut state = self.state.lock();
         loop {
             Self::check_bg_error(&state)?;
