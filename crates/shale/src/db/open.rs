@@ -118,7 +118,12 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     versions.set_last_sequence(last_sequence);
     versions.log_and_apply(edit)?;
     let wal_path = wal_file_name(dir, wal_number);
-    let wal = LogWriter::new(fs.create(&wal_path)?, wal_path, LogKind::Wal, wal_number)?;
+    let wal = LogWriter::new(
+        fs.create_log(&wal_path)?,
+        wal_path,
+        LogKind::Wal,
+        wal_number,
+    )?;
     fs.sync_dir(dir)?;
 
     let inner = Arc::new(build_inner(Parts {

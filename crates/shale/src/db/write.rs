@@ -262,7 +262,7 @@ impl DbInner {
                 old.sync()?;
             }
             let path = wal_file_name(&self.dir, number);
-            let file = self.options.fs.create(&path)?;
+            let file = self.options.fs.create_log(&path)?;
             let new_log = LogWriter::new(file, path, LogKind::Wal, number)?;
             self.options.fs.sync_dir(&self.dir)?;
             if let Some(mut old) = wal.replace(new_log) {

@@ -121,6 +121,125 @@ impl Drop for PosixWritable {
     }
 }
 
+/// Bytes a memory-mapped log grows by at a time.
+const LOG_CHUNK_BYTES: u64 = 4 << 20;
+
+/// A log written through a shared memory map: an append is a copy into the page cache, which
+/// survives a process crash like a `write` does, without a system call per record. The file is
+/// preallocated in chunks; `close` trims it to the bytes written.
+struct PosixMappedLog {
+    path: PathBuf,
+    file: Option<File>,
+    map: Option<memmap2::MmapMut>,
+    len: u64,
+    capacity: u64,
+    /// Bytes known to be durable.
+    synced: u64,
+}
+
+impl PosixMappedLog {
+    fn file(&self, op: &'static str) -> Result<&File> {
+        self.file
+            .as_ref()
+            .ok_or_else(|| Error::io(op, &self.path, std::io::Error::other("file already closed")))
+    }
+
+    fn grow(&mut self, needed: u64) -> Result<()> {
+        let mut capacity = self.capacity.max(LOG_CHUNK_BYTES);
+        while capacity < needed {
+            capacity = capacity.saturating_mul(2);
+        }
+        // Dirty mapped pages stay in the page cache when the old map goes away.
+        self.map = None;
+        let file = self.file("grow")?;
+        file.set_len(capacity)
+            .map_err(|e| Error::io("grow", &self.path, e))?;
+        // SAFETY: the file is private to this writer (shale never opens a live WAL for writing
+        // twice) and was just extended to `capacity`, so the whole map is backed by the file.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(capacity as usize)
+                .map_mut(file)
+        }
+        .map_err(|e| Error::io("mmap", &self.path, e))?;
+        self.map = Some(map);
+        self.capacity = capacity;
+        Ok(())
+    }
+}
+
+impl WritableFile for PosixMappedLog {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        let end = self.len + data.len() as u64;
+        if end > self.capacity || self.map.is_none() {
+            self.grow(end)?;
+        }
+        let start = self.len as usize;
+        let Some(map) = self.map.as_mut() else {
+            return Err(Error::io(
+                "write",
+                &self.path,
+                std::io::Error::other("log is not mapped"),
+            ));
+        };
+        map[start..start + data.len()].copy_from_slice(data);
+        self.len = end;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        // The bytes are already in the page cache.
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        if let Some(map) = &self.map {
+            let start = self.synced as usize;
+            let dirty = (self.len - self.synced) as usize;
+            if dirty > 0 {
+                map.flush_range(start, dirty)
+                    .map_err(|e| Error::io("sync", &self.path, e))?;
+            }
+        }
+        // Also makes the preallocated size durable.
+        self.file("sync")?
+            .sync_data()
+            .map_err(|e| Error::io("sync", &self.path, e))?;
+        self.synced = self.len;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.file.is_none() {
+            return Ok(());
+        }
+        self.map = None;
+        let was_synced = self.synced == self.len;
+        let file = self.file("close")?;
+        file.set_len(self.len)
+            .map_err(|e| Error::io("close", &self.path, e))?;
+        if was_synced {
+            // Trimming changed the size: keep a synced log synced, so recovery never finds a
+            // zero tail in a log that is not the newest.
+            file.sync_data()
+                .map_err(|e| Error::io("sync", &self.path, e))?;
+        }
+        self.file = None;
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for PosixMappedLog {
+    fn drop(&mut self) {
+        // Best effort: an explicit close reports errors; a drop cannot.
+        let _ = self.close();
+    }
+}
+
 struct PosixRandom {
     path: PathBuf,
     file: File,
@@ -207,6 +326,29 @@ impl Fs for PosixFs {
             buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,
         }))
+    }
+
+    fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        if !self.mmap_reads {
+            return self.create(path);
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Error::io("create", path, e))?;
+        let mut log = PosixMappedLog {
+            path: path.to_path_buf(),
+            file: Some(file),
+            map: None,
+            len: 0,
+            capacity: 0,
+            synced: 0,
+        };
+        log.grow(LOG_CHUNK_BYTES)?;
+        Ok(Box::new(log))
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
