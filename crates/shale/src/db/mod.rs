@@ -341,6 +341,22 @@ impl Drop for Db {
     }
 }
 
+/// Smallest entry the memtable filter is sized for: small entries mean more keys per buffer.
+const MEMTABLE_FILTER_BYTES_PER_KEY: usize = 32;
+
+/// A new empty memtable for `options`: with a key filter when keys are ordered bytewise (the
+/// filter hashes bytes, so it needs a comparator under which only equal bytes are equal keys).
+pub(crate) fn new_memtable(options: &Options, icmp: &InternalKeyComparator) -> MemTable {
+    if options.comparator.name() == crate::key::Comparator::name(&crate::key::BytewiseComparator) {
+        MemTable::with_key_filter(
+            icmp.clone(),
+            options.write_buffer_size / MEMTABLE_FILTER_BYTES_PER_KEY,
+        )
+    } else {
+        MemTable::new(icmp.clone())
+    }
+}
+
 impl DbInner {
     /// The expiry for a write made now with the database's default TTL, if it has one.
     pub(crate) fn default_expiry(&self) -> Option<u64> {
@@ -350,6 +366,11 @@ impl DbInner {
     pub(crate) fn expiry_after(&self, ttl: std::time::Duration) -> u64 {
         let micros = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX);
         self.options.clock.now_micros().saturating_add(micros)
+    }
+
+    /// A new empty memtable, with a key filter when the comparator allows one.
+    pub(crate) fn new_memtable(&self) -> MemTable {
+        new_memtable(&self.options, &self.icmp)
     }
 
     /// Publishes the current memtables and version to readers. REQUIRES: `state` held.

@@ -126,6 +126,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     )?;
     fs.sync_dir(dir)?;
 
+    let mem = Arc::new(super::new_memtable(&options, &icmp));
     let inner = Arc::new(build_inner(Parts {
         dir,
         options,
@@ -133,7 +134,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         table_cache,
         block_cache,
         versions,
-        mem: Arc::new(MemTable::new(icmp)),
+        mem,
         wal: Some(wal),
         wal_number,
         last_sequence,

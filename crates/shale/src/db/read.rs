@@ -124,11 +124,13 @@ impl DbInner {
             operands: Vec::new(),
             outcome: Outcome::Searching,
         };
-        view.mem.get(ikey, &mut |k, v| state.visit(k, v))?;
-        if state.done() {
-            return state.finish();
+        if view.mem.may_contain(key) {
+            view.mem.get(ikey, &mut |k, v| state.visit(k, v))?;
+            if state.done() {
+                return state.finish();
+            }
         }
-        for imm in &view.imm {
+        for imm in view.imm.iter().filter(|m| m.may_contain(key)) {
             imm.get(ikey, &mut |k, v| state.visit(k, v))?;
             if state.done() {
                 return state.finish();

@@ -275,7 +275,7 @@ impl DbInner {
             self.set_bg_error(state, &e);
             return Err(e);
         }
-        let old_mem = std::mem::replace(&mut state.mem, Arc::new(MemTable::new(self.icmp.clone())));
+        let old_mem = std::mem::replace(&mut state.mem, Arc::new(self.new_memtable()));
         let old_number = std::mem::replace(&mut state.mem_wal_number, number);
         state.imm.push_back((old_mem, old_number));
         self.install_view(state);

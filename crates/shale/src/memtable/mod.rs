@@ -23,6 +23,7 @@ mod arena;
 mod skiplist;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -38,6 +39,50 @@ pub type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'a;
 /// Recent writes, in memory, ordered by internal key. See the module header.
 pub struct MemTable {
     list: Arc<SkipList>,
+    filter: Option<KeyFilter>,
+}
+
+/// A bloom filter over the user keys added, so that a point lookup of a key the memtable does
+/// not hold skips the skiplist search. Blocked: all probes of a key fall in one 64-bit word, so
+/// a check costs one cache miss. Bits are set before the entry is inserted, and readers only
+/// look up entries published after their insert, so a reader never misses a visible entry.
+struct KeyFilter {
+    words: Box<[AtomicU64]>,
+}
+
+/// Bits a key sets in its word.
+const KEY_FILTER_PROBES: u32 = 4;
+
+impl KeyFilter {
+    fn new(expected_keys: usize) -> KeyFilter {
+        // About 10 bits a key.
+        let words = (expected_keys.saturating_mul(10) / 64).max(64);
+        KeyFilter {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn locate(&self, user_key: &[u8]) -> (usize, u64) {
+        let hash = crate::sstable::filter::filter_hash(user_key);
+        let word = ((hash & 0xffff_ffff) % self.words.len() as u64) as usize;
+        let mut mask = 0u64;
+        let mut bits = hash >> 32;
+        for _ in 0..KEY_FILTER_PROBES {
+            mask |= 1 << (bits & 63);
+            bits >>= 6;
+        }
+        (word, mask)
+    }
+
+    fn add(&self, user_key: &[u8]) {
+        let (word, mask) = self.locate(user_key);
+        self.words[word].fetch_or(mask, Ordering::Relaxed);
+    }
+
+    fn may_contain(&self, user_key: &[u8]) -> bool {
+        let (word, mask) = self.locate(user_key);
+        self.words[word].load(Ordering::Relaxed) & mask == mask
+    }
 }
 
 impl MemTable {
@@ -45,7 +90,22 @@ impl MemTable {
     pub fn new(icmp: InternalKeyComparator) -> MemTable {
         MemTable {
             list: Arc::new(SkipList::new(icmp)),
+            filter: None,
         }
+    }
+
+    /// An empty memtable with a bloom filter over its user keys, sized for `expected_keys`.
+    /// Requires a comparator under which only byte-equal keys are equal.
+    pub fn with_key_filter(icmp: InternalKeyComparator, expected_keys: usize) -> MemTable {
+        MemTable {
+            list: Arc::new(SkipList::new(icmp)),
+            filter: Some(KeyFilter::new(expected_keys)),
+        }
+    }
+
+    /// False only if no entry for `user_key` was ever added (always true without a filter).
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
 
     /// Adds the entry `(user_key, seq, kind) -> value`.
@@ -54,6 +114,9 @@ impl MemTable {
     /// readers and iterators may run during `add` without locks. `seq <= MAX_SEQUENCE`, and the
     /// key is under 4 GiB (the DB refuses keys over [`crate::limits::MAX_KEY_BYTES`] long before).
     pub fn add(&self, seq: SequenceNumber, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        if let Some(f) = &self.filter {
+            f.add(user_key);
+        }
         self.list.insert(user_key, pack_trailer(seq, kind), value);
     }
 
@@ -78,7 +141,7 @@ impl MemTable {
     /// tail of the current arena chunk is not counted, so the figure grows with each add and
     /// stays meaningful for small write buffers.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.list.memory_usage()
+        self.list.memory_usage() + self.filter.as_ref().map_or(0, |f| f.words.len() * 8)
     }
 
     /// Number of entries added.
@@ -164,3 +227,38 @@ impl InternalIterator for MemTableIterator {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod filter_tests {
+    use super::*;
+    use crate::key::BytewiseComparator;
+
+    #[test]
+    fn key_filter_has_no_false_negatives_and_few_false_positives() {
+        let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
+        let mem = MemTable::with_key_filter(icmp, 10_000);
+        for i in 0..10_000u32 {
+            mem.add(
+                u64::from(i) + 1,
+                ValueKind::Value,
+                format!("key{i}").as_bytes(),
+                b"v",
+            );
+        }
+        for i in 0..10_000u32 {
+            assert!(
+                mem.may_contain(format!("key{i}").as_bytes()),
+                "false negative for key{i}"
+            );
+        }
+        let false_positives = (0..10_000u32)
+            .filter(|i| mem.may_contain(format!("other{i}").as_bytes()))
+            .count();
+        assert!(
+            false_positives < 500,
+            "{false_positives} false positives in 10000"
+        );
+        let unfiltered = MemTable::new(InternalKeyComparator::new(Arc::new(BytewiseComparator)));
+        assert!(unfiltered.may_contain(b"anything"));
+    }
+}
