@@ -107,3 +107,13 @@ fn writers_readers_and_snapshots_agree_with_the_oracle() {
     assert_eq!(got, expected);
     assert!(db.stats().flushes > 0);
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Db>();
+    send_sync::<shale::Snapshot>();
+    send::<shale::DbIterator>();
+    send::<shale::WriteBatch>();
+}
