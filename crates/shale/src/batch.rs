@@ -46,6 +46,33 @@ const IN_MEMORY_BATCH: &str = "<write batch in memory>";
 #[derive(Clone)]
 pub struct WriteBatch {
     rep: Vec<u8>,
+    /// What the records hold, kept as they are added so the write path need not walk them.
+    summary: Summary,
+}
+
+/// Facts about a batch's records that the write path checks.
+#[derive(Debug, Clone, Copy, Default)]
+struct Summary {
+    max_key_len: usize,
+    max_value_len: usize,
+    has_merge: bool,
+    has_plain_value: bool,
+}
+
+impl Summary {
+    fn add(&mut self, kind: ValueKind, key_len: usize, value_len: usize) {
+        self.max_key_len = self.max_key_len.max(key_len);
+        self.max_value_len = self.max_value_len.max(value_len);
+        self.has_merge |= kind == ValueKind::Merge;
+        self.has_plain_value |= kind == ValueKind::Value;
+    }
+
+    fn union(&mut self, other: &Summary) {
+        self.max_key_len = self.max_key_len.max(other.max_key_len);
+        self.max_value_len = self.max_value_len.max(other.max_value_len);
+        self.has_merge |= other.has_merge;
+        self.has_plain_value |= other.has_plain_value;
+    }
 }
 
 /// One record of a [`WriteBatch`].
@@ -81,6 +108,7 @@ impl WriteBatch {
     pub fn new() -> WriteBatch {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_LEN],
+            summary: Summary::default(),
         }
     }
 
@@ -129,6 +157,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.rep.clear();
         self.rep.resize(BATCH_HEADER_LEN, 0);
+        self.summary = Summary::default();
     }
 
     /// Encoded size in bytes, header included.
@@ -142,6 +171,17 @@ impl WriteBatch {
         self.rep
             .extend_from_slice(other.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[]));
         self.set_count(self.count().saturating_add(other.count()));
+        self.summary.union(&other.summary);
+    }
+
+    /// True if some record is a merge operand.
+    pub(crate) fn has_merge(&self) -> bool {
+        self.summary.has_merge
+    }
+
+    /// True if some record is a plain (non-expiring) value.
+    pub(crate) fn has_plain_value(&self) -> bool {
+        self.summary.has_plain_value
     }
 
     /// The records, in order.
@@ -162,6 +202,13 @@ impl WriteBatch {
     }
 
     fn validate_with(&self, max_key: usize, max_value: usize, max_batch: usize) -> Result<()> {
+        // The common case needs no walk over the records; a walk finds the culprit to name.
+        if self.summary.max_key_len <= max_key
+            && self.summary.max_value_len <= max_value
+            && self.data_size() <= max_batch
+        {
+            return Ok(());
+        }
         for entry in self.iter() {
             let entry = entry?;
             if entry.key.len() > max_key {
@@ -221,7 +268,10 @@ impl WriteBatch {
                 data.len()
             )));
         }
-        let batch = WriteBatch { rep: data };
+        let mut batch = WriteBatch {
+            rep: data,
+            summary: Summary::default(),
+        };
         let count = batch.count();
         let sequence = batch.sequence();
         if count > 0 && sequence.checked_add(u64::from(count) - 1) > Some(MAX_SEQUENCE) {
@@ -230,8 +280,12 @@ impl WriteBatch {
                  sequence number {MAX_SEQUENCE}"
             )));
         }
+        let mut summary = Summary::default();
         let mut records = batch.iter();
         for (parsed, entry) in records.by_ref().enumerate() {
+            if let Ok(e) = &entry {
+                summary.add(e.kind, e.key.len(), e.value.len());
+            }
             if let Err(e) = entry {
                 let detail = match e {
                     Error::Corruption { message, .. } => message,
@@ -248,6 +302,7 @@ impl WriteBatch {
                 "write batch has {trailing} bytes after its {count} records"
             )));
         }
+        batch.summary = summary;
         Ok(batch)
     }
 
@@ -276,6 +331,12 @@ impl WriteBatch {
     /// buffer; Deletion records take no value.
     fn push_record(&mut self, kind: ValueKind, key: &[u8], value_parts: &[&[u8]]) {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        // Expiring values carry an 8-byte expiry that does not count against the value limit.
+        let user_value_len = match kind {
+            ValueKind::ExpiringValue => value_len.saturating_sub(EXPIRY_LEN),
+            _ => value_len,
+        };
+        self.summary.add(kind, key.len(), user_value_len);
         // kind | key_len | key | value_len | value, with varints at their widest.
         self.rep.reserve(1 + 10 + key.len() + 10 + value_len);
         self.rep.push(kind as u8);

@@ -34,10 +34,7 @@ impl DbInner {
         let batch = match batch {
             Some(b) => {
                 b.validate()?;
-                if b.iter()
-                    .any(|e| matches!(e, Ok(e) if e.kind == ValueKind::Merge))
-                    && self.options.merge_operator.is_none()
-                {
+                if b.has_merge() && self.options.merge_operator.is_none() {
                     return Err(Error::InvalidArgument(
                         "merge requires Options::merge_operator to be set".into(),
                     ));
@@ -99,10 +96,7 @@ impl DbInner {
         let Some(expiry) = self.default_expiry() else {
             return Ok(batch);
         };
-        if !batch
-            .iter()
-            .any(|e| matches!(e, Ok(e) if e.kind == ValueKind::Value))
-        {
+        if !batch.has_plain_value() {
             return Ok(batch);
         }
         let mut out = WriteBatch::new();
