@@ -217,3 +217,30 @@ fn read_only_open_sees_wal_and_tables_and_refuses_writes() {
         "a read-only open must not create, change or delete files"
     );
 }
+
+/// A compaction held its input version while deleting obsolete files, so its own inputs
+/// survived on disk until some later job ran.
+#[test]
+fn regression_compaction_inputs_are_deleted_when_it_finishes() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, small_options(&fs)).expect("open");
+    for i in 0..4000 {
+        let (k, v) = kv(i % 1500);
+        db.put(&k, &v).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    db.wait_for_compactions().expect("wait");
+    let live: usize = db.stats().levels.iter().map(|l| l.files).sum();
+    let on_disk = fs
+        .list(dir)
+        .expect("list")
+        .iter()
+        .filter(|n| n.ends_with(".sst"))
+        .count();
+    assert_eq!(
+        on_disk, live,
+        "every table on disk must be live after compaction"
+    );
+}

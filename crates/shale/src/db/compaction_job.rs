@@ -111,6 +111,9 @@ impl DbInner {
         // Outputs are never removed here on failure: when the manifest write failed, its edit may
         // still have reached the disk, and then they are live. The next open deletes them if not.
         result?;
+        // The compaction pins its input version, whose tables are exactly the ones now
+        // obsolete: release it before looking for files to delete.
+        drop(c);
         self.install_view(state);
         self.delete_obsolete_files(state);
         Ok(())
