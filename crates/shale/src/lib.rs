@@ -36,3 +36,8 @@ pub use merge::{MaxOperator, MergeOperator, StringAppendOperator, UInt64AddOpera
 pub use options::{Compression, Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 pub use ttl::{CompactionFilter, FilterDecision};
+
+/// The README's examples run as doctests, so the front page never shows code that fails.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
