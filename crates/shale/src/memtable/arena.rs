@@ -144,16 +144,19 @@ mod tests {
             assert_eq!(p.as_ptr() as usize % align, 0);
             // SAFETY: the arena just handed out `size` writable bytes at `p`.
             unsafe { std::ptr::write_bytes(p.as_ptr(), (i % 251) as u8, size) };
-            spans.push((p.as_ptr() as usize, size, (i % 251) as u8));
+            spans.push((p, size, (i % 251) as u8));
         }
-        let mut sorted = spans.clone();
+        let mut sorted: Vec<(usize, usize)> = spans
+            .iter()
+            .map(|(p, size, _)| (p.as_ptr() as usize, *size))
+            .collect();
         sorted.sort_unstable();
         for pair in sorted.windows(2) {
             assert!(pair[0].0 + pair[0].1 <= pair[1].0, "allocations overlap");
         }
-        for (addr, size, fill) in spans {
+        for (p, size, fill) in spans {
             // SAFETY: every span is still owned by the live arena and was fully written above.
-            let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, size) };
+            let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr().cast_const(), size) };
             assert!(
                 bytes.iter().all(|&b| b == fill),
                 "an allocation was overwritten"

@@ -3,7 +3,7 @@
 //!
 //! Every entry is an internal key (`user key | fixed64 LE (sequence << 8 | kind)`, see
 //! [`crate::key`]) with its value, stored in a concurrent skiplist whose nodes live in an arena
-//! of large chunks ([`skiplist`], [`arena`]). Entries are never removed or changed; the whole
+//! of large chunks (`skiplist.rs`, `arena.rs`). Entries are never removed or changed; the whole
 //! memtable is dropped once it has been flushed and its last reader is gone.
 //!
 //! Invariants: iteration yields entries in ascending [`InternalKeyComparator`] order, so for one
