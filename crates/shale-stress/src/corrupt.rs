@@ -85,8 +85,8 @@ fn val(i: u32) -> String {
     format!("value-{i}-{}", "z".repeat((i % 5) as usize))
 }
 
-/// Builds the base database: a table (keys 0..40), then a WAL (keys 40..48, and a deletion of
-/// key 0), a manifest and CURRENT. Returns the image and the state it must read back as, plus
+/// Builds the base database: two tables (keys 0..40 and 100..110), a WAL (keys 40..48, and a
+/// deletion of key 0), a manifest and CURRENT. Returns the image and the state it must read back as, plus
 /// the states a dropped WAL tail may leave (one per number of WAL records kept).
 pub fn base() -> Result<(MemFs, State, Vec<State>), shale::Error> {
     let fs = MemFs::new();
@@ -99,10 +99,16 @@ pub fn base() -> Result<(MemFs, State, Vec<State>), shale::Error> {
         }
         db.flush()?;
     }
-    // A second session leaves its writes in the WAL only.
+    // A second session adds a table (so the manifest holds a snapshot and an edit after it),
+    // then leaves its last writes in the WAL only.
     let mut prefixes = Vec::new();
     {
         let db = Db::open(DIR, options(fs.clone()))?;
+        for i in 100..110 {
+            db.put(key(i), val(i))?;
+            state.insert(key(i).into_bytes(), val(i).into_bytes());
+        }
+        db.flush()?;
         prefixes.push(state.clone());
         for i in 40..48 {
             db.put(key(i), val(i))?;
