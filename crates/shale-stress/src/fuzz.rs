@@ -21,8 +21,11 @@ use shale::version::VersionEdit;
 use shale::wal::{LogKind, LogReader, LogWriter};
 use shale::{BytewiseComparator, Compression, Db, Options, WriteBatch};
 
+/// A fuzz target body.
+pub type Target = fn(&[u8]);
+
 /// Every target, by name.
-pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("wal_reader", wal_reader),
     ("table_block", table_block),
     ("table_footer", table_footer),
@@ -343,7 +346,7 @@ pub struct ReplayStats {
 }
 
 /// Runs `target` on its seeds and on `executions` mutated inputs derived from `seed`.
-pub fn replay(name: &str, target: fn(&[u8]), executions: u64, seed: u64) -> ReplayStats {
+pub fn replay(name: &str, target: Target, executions: u64, seed: u64) -> ReplayStats {
     let corpus = seeds(name);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut stats = ReplayStats::default();
@@ -373,4 +376,34 @@ pub fn replay(name: &str, target: fn(&[u8]), executions: u64, seed: u64) -> Repl
     }
     std::panic::set_hook(previous);
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panics_on_long_input(data: &[u8]) {
+        assert!(data.len() < 40, "long input");
+    }
+
+    #[test]
+    fn replay_counts_panics_and_keeps_the_input() {
+        let stats = replay("version_edit", panics_on_long_input, 200, 1);
+        assert_eq!(stats.executions, 200);
+        assert!(stats.panics > 0);
+        assert!(stats.first_panic.is_some());
+    }
+
+    #[test]
+    fn every_target_has_seeds_that_are_accepted() {
+        for (name, _) in TARGETS {
+            assert!(!seeds(name).is_empty(), "{name}");
+        }
+        // The valid encodings decode, so mutations start from deep inside each decoder.
+        assert!(VersionEdit::decode(&seeds("version_edit")[0]).is_ok());
+        let batch = seeds("write_batch").remove(0);
+        assert!(WriteBatch::from_data(batch, Path::new("/x"), 0).is_ok());
+        let table = seeds("table_file").remove(0);
+        assert!(table.len() > 500, "a real table: {} bytes", table.len());
+    }
 }
