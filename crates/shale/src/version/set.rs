@@ -832,6 +832,10 @@ mod tests {
         let path = manifest_file_name(&dir(), vs.manifest_number());
         let full = fs.contents(&path).expect("manifest");
         fs.set_contents(&path, full[..full.len() - 3].to_vec());
+        // A torn tail is accepted only while every table the surviving version needs exists.
+        for n in vs.current().all_file_numbers() {
+            fs.set_contents(&crate::filename::table_file_name(&dir(), n), Vec::new());
+        }
         let (mut vs2, r) = reopen(&fs);
         r.expect("a torn tail is not an error");
         assert_eq!(
@@ -846,6 +850,24 @@ mod tests {
         let (vs3, r) = reopen(&fs);
         r.expect("recover again");
         assert_eq!(layout(&vs3.current()), layout(&vs2.current()));
+    }
+
+    #[test]
+    fn torn_tail_whose_files_are_gone_is_corruption() {
+        let fs = MemFs::new();
+        let mut vs = fresh(&fs);
+        for i in 0..3 {
+            let k = format!("k{i}");
+            flush_edit(&mut vs, 4, &k, &k);
+        }
+        let path = manifest_file_name(&dir(), vs.manifest_number());
+        let full = fs.contents(&path).expect("manifest");
+        fs.set_contents(&path, full[..full.len() - 3].to_vec());
+        // No table file exists: the dropped edit must have been acted on.
+        match reopen(&fs).1 {
+            Err(Error::Corruption { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("expected corruption naming the manifest, got {other:?}"),
+        }
     }
 
     #[test]
