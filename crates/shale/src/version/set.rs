@@ -29,7 +29,8 @@ use crate::compaction::{self, Compaction};
 use crate::env::{read_all, write_file_atomic, Fs};
 use crate::error::{Error, Result};
 use crate::filename::{
-    current_file_name, manifest_file_name, parse_file_name, FileType, CURRENT_FILE,
+    current_file_name, manifest_file_name, parse_file_name, table_file_name, wal_file_name,
+    FileType, CURRENT_FILE,
 };
 use crate::key::InternalKeyComparator;
 use crate::limits::NUM_LEVELS;
@@ -222,7 +223,8 @@ impl VersionSet {
                 .apply(edit)
                 .map_err(|m| Error::corruption(&path, offset, m))?;
         }
-        if let Some(torn) = reader.torn_tail() {
+        let torn_tail = reader.torn_tail().cloned();
+        if let Some(torn) = &torn_tail {
             tracing::warn!(
                 manifest = %path.display(),
                 offset = torn.offset,
@@ -251,6 +253,9 @@ impl VersionSet {
         let version = Version::from_levels(self.icmp.clone(), levels).map_err(|m| {
             Error::corruption(&path, 0, format!("recovered version is invalid: {m}"))
         })?;
+        if let Some(torn) = &torn_tail {
+            self.check_torn_tail_was_never_applied(&path, torn.offset, log_number, &version)?;
+        }
 
         self.next_file_number = next_file_number;
         self.mark_file_number_used(manifest_number);
@@ -271,6 +276,36 @@ impl VersionSet {
             last_sequence,
             manifest_number,
         })
+    }
+
+    /// A torn manifest tail is an edit whose append was cut off by a crash, so it was never
+    /// acknowledged and nothing acted on it: every file the version before it needs is still
+    /// there. When one is gone (a table it names, or the WAL at its log number), the edit *was*
+    /// acknowledged and then acted on, and the "torn" record is a damaged durable one: that is
+    /// corruption, not a tail to drop.
+    fn check_torn_tail_was_never_applied(
+        &self,
+        manifest: &Path,
+        offset: u64,
+        log_number: u64,
+        version: &Version,
+    ) -> Result<()> {
+        let damaged = |what: String| {
+            Error::corruption(
+                manifest,
+                offset,
+                format!("the last record is damaged, and {what}: it was durable, not torn"),
+            )
+        };
+        for number in version.all_file_numbers() {
+            if !self.fs().exists(&table_file_name(&self.dir, number)) {
+                return Err(damaged(format!("table {number} it needs is gone")));
+            }
+        }
+        if log_number > 0 && !self.fs().exists(&wal_file_name(&self.dir, log_number)) {
+            return Err(damaged(format!("WAL {log_number} it needs is gone")));
+        }
+        Ok(())
     }
 
     /// Records `edit` durably and installs the version it produces.
@@ -853,6 +888,10 @@ mod tests {
         let path = manifest_file_name(&dir(), vs.manifest_number());
         let full = fs.contents(&path).expect("manifest");
         fs.set_contents(&path, full[..full.len() - 3].to_vec());
+        // A torn tail is accepted only while every table the surviving version needs exists.
+        for n in vs.current().all_file_numbers() {
+            fs.set_contents(&crate::filename::table_file_name(&dir(), n), Vec::new());
+        }
         let (mut vs2, r) = reopen(&fs);
         r.expect("a torn tail is not an error");
         assert_eq!(
@@ -867,6 +906,24 @@ mod tests {
         let (vs3, r) = reopen(&fs);
         r.expect("recover again");
         assert_eq!(layout(&vs3.current()), layout(&vs2.current()));
+    }
+
+    #[test]
+    fn torn_tail_whose_files_are_gone_is_corruption() {
+        let fs = MemFs::new();
+        let mut vs = fresh(&fs);
+        for i in 0..3 {
+            let k = format!("k{i}");
+            flush_edit(&mut vs, 4, &k, &k);
+        }
+        let path = manifest_file_name(&dir(), vs.manifest_number());
+        let full = fs.contents(&path).expect("manifest");
+        fs.set_contents(&path, full[..full.len() - 3].to_vec());
+        // No table file exists: the dropped edit must have been acted on.
+        match reopen(&fs).1 {
+            Err(Error::Corruption { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("expected corruption naming the manifest, got {other:?}"),
+        }
     }
 
     #[test]

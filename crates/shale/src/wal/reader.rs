@@ -181,8 +181,16 @@ impl LogReader {
         self.finished = true;
     }
 
-    /// A damaged fragment is a torn tail only if no intact fragment starts any later block.
+    /// A damaged fragment is a torn tail only if no intact fragment follows it: none later in
+    /// its block (a torn write is the last thing in the file) and none starting a later block.
     fn bad_fragment(&mut self, offset: u64, reason: String) -> Result<Option<Vec<u8>>> {
+        if let Some(intact) = self.intact_fragment_later_in_block(offset) {
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                format!("{reason}, followed by an intact record at offset {intact}"),
+            ));
+        }
         while self.load_block()? {
             if self.block_starts_with_valid_fragment() {
                 return Err(Error::corruption(
@@ -199,13 +207,37 @@ impl LogReader {
         Ok(None)
     }
 
+    /// The file offset of the first intact fragment after the damaged one at `offset`, in the
+    /// current block. The scan starts past the damaged fragment's payload when its length is
+    /// plausible, so bytes of that payload are not mistaken for fragments.
+    fn intact_fragment_later_in_block(&self, offset: u64) -> Option<u64> {
+        let start = usize::try_from(offset.checked_sub(self.block_start)?).ok()?;
+        let claimed_end = self
+            .block
+            .get(start + 4..start + 6)
+            .map(|l| start + HEADER_SIZE + usize::from(u16::from_le_bytes([l[0], l[1]])));
+        let from = match claimed_end {
+            Some(end) if end <= self.block.len() => end,
+            _ => start + 1,
+        };
+        (from..self.block.len())
+            .find(|&p| self.valid_fragment_at(p))
+            .map(|p| self.block_start + p as u64)
+    }
+
     fn block_starts_with_valid_fragment(&self) -> bool {
-        let Some(header) = self.block.get(..HEADER_SIZE) else {
+        self.valid_fragment_at(0)
+    }
+
+    /// True if an intact fragment (known type, length inside the block, matching checksum)
+    /// starts at `pos` of the current block.
+    fn valid_fragment_at(&self, pos: usize) -> bool {
+        let Some(header) = self.block.get(pos..pos + HEADER_SIZE) else {
             return false;
         };
         let len = usize::from(u16::from_le_bytes([header[4], header[5]]));
         let kind = header[6];
-        match self.block.get(HEADER_SIZE..HEADER_SIZE + len) {
+        match self.block.get(pos + HEADER_SIZE..pos + HEADER_SIZE + len) {
             Some(payload) if FragmentType::from_u8(kind).is_some() => {
                 decode_fixed32(header) == Some(fragment_crc(kind, payload))
             }
