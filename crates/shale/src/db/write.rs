@@ -250,18 +250,18 @@ impl DbInner {
         let number = state.versions.new_file_number();
         let switched = (|| -> Result<()> {
             let mut wal = self.wal.lock();
-            // The old WAL is complete: make it durable before a newer WAL exists, so recovery
-            // never finds a torn tail in a WAL that is not the newest.
-            if let Some(old) = wal.as_mut() {
+            // The old WAL is complete: make it durable, and close it (which trims a
+            // preallocated tail), before a newer WAL exists, so recovery never finds a torn or
+            // zero-filled tail in a WAL that is not the newest.
+            if let Some(mut old) = wal.take() {
                 old.sync()?;
+                old.close()?;
             }
             let path = wal_file_name(&self.dir, number);
             let file = self.options.fs.create_log(&path)?;
             let new_log = LogWriter::new(file, path, LogKind::Wal, number)?;
             self.options.fs.sync_dir(&self.dir)?;
-            if let Some(mut old) = wal.replace(new_log) {
-                old.close()?;
-            }
+            *wal = Some(new_log);
             Ok(())
         })();
         if let Err(e) = switched {
