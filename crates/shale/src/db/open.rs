@@ -94,18 +94,13 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         icmp: &icmp,
         read_only: false,
     };
-    for (i, &number) in wals.iter().enumerate() {
-        versions.mark_file_number_used(number);
-        let is_last = i + 1 == wals.len();
-        replay.replay_wal(
-            number,
-            is_last,
-            &mut mem,
-            &mut last_sequence,
-            &mut versions,
-            &mut edit,
-        )?;
-    }
+    replay.replay_all(
+        &wals,
+        &mut mem,
+        &mut last_sequence,
+        &mut versions,
+        &mut edit,
+    )?;
     if !mem.is_empty() {
         replay.flush_recovered(&mem, &mut versions, &mut edit)?;
     }
@@ -253,17 +248,13 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
         icmp: &icmp,
         read_only: true,
     };
-    for (i, &number) in wals.iter().enumerate() {
-        let is_last = i + 1 == wals.len();
-        replay.replay_wal(
-            number,
-            is_last,
-            &mut mem,
-            &mut last_sequence,
-            &mut versions,
-            &mut edit,
-        )?;
-    }
+    replay.replay_all(
+        &wals,
+        &mut mem,
+        &mut last_sequence,
+        &mut versions,
+        &mut edit,
+    )?;
     let inner = Arc::new(build_inner(Parts {
         dir,
         options,
@@ -293,6 +284,23 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
+    /// Replays `wals` (ascending numbers) in order; only the last may end in a torn tail.
+    fn replay_all(
+        &self,
+        wals: &[u64],
+        mem: &mut Arc<MemTable>,
+        last_sequence: &mut u64,
+        versions: &mut VersionSet,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        for (i, &number) in wals.iter().enumerate() {
+            versions.mark_file_number_used(number);
+            let is_last = i + 1 == wals.len();
+            self.replay_wal(number, is_last, mem, last_sequence, versions, edit)?;
+        }
+        Ok(())
+    }
+
     /// Applies one WAL's batches to `mem`, flushing it to level 0 whenever it fills.
     fn replay_wal(
         &self,

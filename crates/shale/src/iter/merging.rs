@@ -37,34 +37,23 @@ impl MergingIterator {
     }
 
     fn find_smallest(&mut self) {
-        let mut best: Option<usize> = None;
-        for (i, child) in self.children.iter().enumerate() {
-            if !child.valid() {
-                continue;
-            }
-            best = match best {
-                Some(b)
-                    if self.icmp.compare(child.key(), self.children[b].key()) != Ordering::Less =>
-                {
-                    Some(b)
-                }
-                _ => Some(i),
-            };
-        }
-        self.current = best;
+        self.find_extreme(Ordering::Less);
     }
 
     fn find_largest(&mut self) {
+        self.find_extreme(Ordering::Greater);
+    }
+
+    /// Makes current the valid child whose key is furthest in direction `want` (`Less`: the
+    /// smallest); on a tie the earlier child wins.
+    fn find_extreme(&mut self, want: Ordering) {
         let mut best: Option<usize> = None;
         for (i, child) in self.children.iter().enumerate() {
             if !child.valid() {
                 continue;
             }
             best = match best {
-                Some(b)
-                    if self.icmp.compare(child.key(), self.children[b].key())
-                        != Ordering::Greater =>
-                {
+                Some(b) if self.icmp.compare(child.key(), self.children[b].key()) != want => {
                     Some(b)
                 }
                 _ => Some(i),
