@@ -1,0 +1,454 @@
+//! Option handles: `shale_options_t` (open), `shale_readoptions_t` and `shale_writeoptions_t`.
+//!
+//! Setters never fail on the spot, as in LevelDB's C API: a value that cannot be used (an
+//! unknown compression code or merge operator name) is remembered, and [`crate::shale_open`]
+//! reports it. Each handle belongs to one thread at a time; a database does not keep a
+//! reference to the options it was opened with, so they may be destroyed right after.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+
+use shale::{
+    Compression, MaxOperator, MergeOperator, Options, ReadOptions, StringAppendOperator,
+    UInt64AddOperator, WriteOptions,
+};
+
+use crate::boundary::{c_string, guard_quiet, optional_bytes};
+use crate::ShaleSnapshot;
+
+/// The C handle `shale_options_t`.
+pub struct ShaleOptions {
+    pub(crate) options: Options,
+    /// The first setter value that could not be applied; `shale_open` fails with it.
+    pub(crate) invalid: Option<String>,
+}
+
+/// The C handle `shale_readoptions_t`.
+#[derive(Default)]
+pub struct ShaleReadOptions {
+    pub(crate) options: ReadOptions,
+    /// A bound that could not be read; reads and iterators fail with it.
+    pub(crate) invalid: Option<String>,
+}
+
+/// The C handle `shale_writeoptions_t`.
+#[derive(Default)]
+pub struct ShaleWriteOptions {
+    pub(crate) options: WriteOptions,
+}
+
+/// `shale_no_compression`. Persisted in the C header: never renumber.
+pub const SHALE_NO_COMPRESSION: i32 = 0;
+/// `shale_snappy_compression`. Persisted in the C header: never renumber.
+pub const SHALE_SNAPPY_COMPRESSION: i32 = 1;
+/// `shale_lz4_compression`. Persisted in the C header: never renumber.
+pub const SHALE_LZ4_COMPRESSION: i32 = 2;
+/// `shale_zstd_compression` (level 3). Persisted in the C header: never renumber.
+pub const SHALE_ZSTD_COMPRESSION: i32 = 3;
+
+/// The built-in merge operator called `name`, as `shale_options_set_merge_operator` and the
+/// Python binding accept it: `uint64add`, `stringappend` (joins with `,`), `max`.
+pub fn merge_operator_by_name(name: &str) -> Option<Arc<dyn MergeOperator>> {
+    match name {
+        "uint64add" => Some(Arc::new(UInt64AddOperator)),
+        "stringappend" => Some(Arc::new(StringAppendOperator::new(b","))),
+        "max" => Some(Arc::new(MaxOperator)),
+        _ => None,
+    }
+}
+
+/// Runs `body` on the options behind `options` if it is not null; null handles are ignored,
+/// as there is nowhere to report them.
+///
+/// # Safety
+/// `options` is null or a live handle from `shale_options_create`, not used by another thread.
+unsafe fn with_options(options: *mut ShaleOptions, body: impl FnOnce(&mut ShaleOptions)) {
+    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
+    if let Some(handle) = unsafe { options.as_mut() } {
+        guard_quiet((), || body(handle));
+    }
+}
+
+/// Creates open options holding shale's defaults (note: `create_if_missing` is on by default,
+/// unlike LevelDB). Free with [`shale_options_destroy`].
+#[no_mangle]
+pub extern "C" fn shale_options_create() -> *mut ShaleOptions {
+    guard_quiet(std::ptr::null_mut(), || {
+        Box::into_raw(Box::new(ShaleOptions {
+            options: Options::default(),
+            invalid: None,
+        }))
+    })
+}
+
+/// Frees open options. A null handle is ignored.
+///
+/// # Safety
+/// `options` is null or a handle from [`shale_options_create`] not yet destroyed; it is not
+/// used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_destroy(options: *mut ShaleOptions) {
+    if !options.is_null() {
+        // SAFETY: the handle came from Box::into_raw and is destroyed once by the contract.
+        let handle = unsafe { Box::from_raw(options) };
+        guard_quiet((), move || drop(handle));
+    }
+}
+
+/// Create the database if it does not exist (default: on).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_create_if_missing(options: *mut ShaleOptions, v: u8) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.create_if_missing = v != 0) }
+}
+
+/// Fail to open if the database already exists (default: off).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_error_if_exists(options: *mut ShaleOptions, v: u8) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.error_if_exists = v != 0) }
+}
+
+/// Verify every table at open and every block compaction reads (default: off).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_paranoid_checks(options: *mut ShaleOptions, v: u8) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.paranoid_checks = v != 0) }
+}
+
+/// Bytes gathered in a memtable before it is flushed (default 8 MiB, at least 4 KiB: smaller
+/// values make `shale_open` fail).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_write_buffer_size(
+    options: *mut ShaleOptions,
+    size: usize,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.write_buffer_size = size) }
+}
+
+/// Table files kept open (default 1000, at least 16).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_max_open_files(options: *mut ShaleOptions, n: i32) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_options(options, |o| match usize::try_from(n) {
+            Ok(n) => o.options.max_open_files = n,
+            Err(_) => remember(o, format!("max_open_files must not be negative, got {n}")),
+        })
+    }
+}
+
+/// Uncompressed bytes per data block (default 4096).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_block_size(options: *mut ShaleOptions, size: usize) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.block_size = size) }
+}
+
+/// Bytes of the block cache (default 8 MiB; 0 turns it off).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_block_cache_capacity(
+    options: *mut ShaleOptions,
+    capacity: usize,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.block_cache_capacity = capacity) }
+}
+
+/// Bloom filter bits per key (default 10; 0 turns filters off).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_bloom_bits_per_key(
+    options: *mut ShaleOptions,
+    bits: i32,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_options(options, |o| match u32::try_from(bits) {
+            Ok(bits) => o.options.bloom_bits_per_key = bits,
+            Err(_) => remember(
+                o,
+                format!("bloom_bits_per_key must not be negative, got {bits}"),
+            ),
+        })
+    }
+}
+
+/// Target size of a table file written by compaction (default 4 MiB).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_max_file_size(options: *mut ShaleOptions, size: usize) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_options(options, |o| o.options.max_file_size = size as u64) }
+}
+
+/// Block compression: one of `shale_no_compression`, `shale_snappy_compression`,
+/// `shale_lz4_compression` (the default), `shale_zstd_compression`. Another code makes
+/// `shale_open` fail.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_compression(options: *mut ShaleOptions, code: i32) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_options(options, |o| {
+            o.options.compression = match code {
+                SHALE_NO_COMPRESSION => Compression::None,
+                SHALE_SNAPPY_COMPRESSION => Compression::Snappy,
+                SHALE_LZ4_COMPRESSION => Compression::Lz4,
+                SHALE_ZSTD_COMPRESSION => Compression::Zstd(3),
+                other => return remember(o, format!("unknown compression code {other}")),
+            };
+        })
+    }
+}
+
+/// Sets a built-in merge operator by name: `"uint64add"` (little-endian u64 counters),
+/// `"stringappend"` (joins operands with `,`) or `"max"` (bytewise largest). NULL removes it.
+/// An unknown name makes `shale_open` fail.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread; `name` is null
+/// or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_merge_operator(
+    options: *mut ShaleOptions,
+    name: *const c_char,
+) {
+    // None: remove the operator. Some(Err): a name that cannot be used, reported at open.
+    let chosen = if name.is_null() {
+        None
+    } else {
+        // SAFETY: non-null and NUL-terminated by the contract.
+        let name = unsafe { c_string(name, "merge operator name") }
+            .map(|raw| String::from_utf8_lossy(raw).into_owned());
+        Some(name.and_then(|name| {
+            merge_operator_by_name(&name).ok_or_else(|| {
+                format!("unknown merge operator {name:?} (built-in: uint64add, stringappend, max)")
+            })
+        }))
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_options(options, |o| match chosen {
+            None => o.options.merge_operator = None,
+            Some(Ok(operator)) => o.options.merge_operator = Some(operator),
+            Some(Err(message)) => remember(o, message),
+        })
+    }
+}
+
+/// Keeps the first setter failure for `shale_open` to report.
+fn remember(options: &mut ShaleOptions, message: String) {
+    if options.invalid.is_none() {
+        options.invalid = Some(format!("invalid argument: {message}"));
+    }
+}
+
+/// Creates read options: latest state, checksums verified, blocks cached, no bounds.
+#[no_mangle]
+pub extern "C" fn shale_readoptions_create() -> *mut ShaleReadOptions {
+    guard_quiet(std::ptr::null_mut(), || {
+        Box::into_raw(Box::<ShaleReadOptions>::default())
+    })
+}
+
+/// Frees read options (and their hold on a snapshot). A null handle is ignored.
+///
+/// # Safety
+/// `options` is null or a handle from [`shale_readoptions_create`] not yet destroyed; it is
+/// not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn shale_readoptions_destroy(options: *mut ShaleReadOptions) {
+    if !options.is_null() {
+        // SAFETY: the handle came from Box::into_raw and is destroyed once by the contract.
+        let handle = unsafe { Box::from_raw(options) };
+        guard_quiet((), move || drop(handle));
+    }
+}
+
+/// Runs `body` on the read options handle behind `options` if it is not null.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+unsafe fn with_read_handle(
+    options: *mut ShaleReadOptions,
+    body: impl FnOnce(&mut ShaleReadOptions),
+) {
+    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
+    if let Some(handle) = unsafe { options.as_mut() } {
+        guard_quiet((), || body(handle));
+    }
+}
+
+/// Runs `body` on the read options behind `options` if it is not null.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+unsafe fn with_read_options(options: *mut ShaleReadOptions, body: impl FnOnce(&mut ReadOptions)) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_read_handle(options, |handle| body(&mut handle.options)) }
+}
+
+/// Verify block checksums on reads (default: on).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_readoptions_set_verify_checksums(
+    options: *mut ShaleReadOptions,
+    v: u8,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_read_options(options, |o| o.skip_checksums = v == 0) }
+}
+
+/// Insert blocks this read loads into the block cache (default: on; turn off for scans).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_readoptions_set_fill_cache(options: *mut ShaleReadOptions, v: u8) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_read_options(options, |o| o.dont_fill_cache = v == 0) }
+}
+
+/// Read as of `snapshot` (NULL: the latest state). The read options hold their own reference,
+/// so the snapshot stays pinned until they are destroyed or given another snapshot, even if
+/// the caller releases its handle first.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread; `snapshot` is
+/// null or a live handle from `shale_create_snapshot`.
+#[no_mangle]
+pub unsafe extern "C" fn shale_readoptions_set_snapshot(
+    options: *mut ShaleReadOptions,
+    snapshot: *const ShaleSnapshot,
+) {
+    // SAFETY: a non-null snapshot is a live handle by the contract.
+    let snapshot = unsafe { snapshot.as_ref() }.map(|s| s.snapshot.clone());
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_read_options(options, |o| o.snapshot = snapshot) }
+}
+
+/// Iterators created with these options start at `key` (inclusive). NULL removes the bound;
+/// a non-null key of length 0 is the empty key. The key is copied.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread; `key` is null
+/// or points to `keylen` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shale_readoptions_set_iterate_lower_bound(
+    options: *mut ShaleReadOptions,
+    key: *const c_char,
+    keylen: usize,
+) {
+    // SAFETY: forwarded from this function's contract.
+    let bound = unsafe { optional_bytes(key, keylen, "lower bound") };
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_read_handle(options, |o| match bound {
+            Ok(bound) => o.options.lower_bound = bound.map(<[u8]>::to_vec),
+            Err(message) => o.invalid = Some(message),
+        })
+    }
+}
+
+/// Iterators created with these options stop before `key` (exclusive). NULL removes the
+/// bound. The key is copied.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread; `key` is null
+/// or points to `keylen` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shale_readoptions_set_iterate_upper_bound(
+    options: *mut ShaleReadOptions,
+    key: *const c_char,
+    keylen: usize,
+) {
+    // SAFETY: forwarded from this function's contract.
+    let bound = unsafe { optional_bytes(key, keylen, "upper bound") };
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_read_handle(options, |o| match bound {
+            Ok(bound) => o.options.upper_bound = bound.map(<[u8]>::to_vec),
+            Err(message) => o.invalid = Some(message),
+        })
+    }
+}
+
+/// Creates write options: no sync, WAL on.
+#[no_mangle]
+pub extern "C" fn shale_writeoptions_create() -> *mut ShaleWriteOptions {
+    guard_quiet(std::ptr::null_mut(), || {
+        Box::into_raw(Box::<ShaleWriteOptions>::default())
+    })
+}
+
+/// Frees write options. A null handle is ignored.
+///
+/// # Safety
+/// `options` is null or a handle from [`shale_writeoptions_create`] not yet destroyed; it is
+/// not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn shale_writeoptions_destroy(options: *mut ShaleWriteOptions) {
+    if !options.is_null() {
+        // SAFETY: the handle came from Box::into_raw and is destroyed once by the contract.
+        drop(unsafe { Box::from_raw(options) });
+    }
+}
+
+/// Sync the WAL before a write returns, so it survives power loss (default: off).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_writeoptions_set_sync(options: *mut ShaleWriteOptions, v: u8) {
+    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
+    if let Some(handle) = unsafe { options.as_mut() } {
+        handle.options.sync = v != 0;
+    }
+}
+
+/// Skip the WAL: faster, but the write is lost by a crash before its memtable is flushed
+/// (default: off).
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_writeoptions_set_disable_wal(
+    options: *mut ShaleWriteOptions,
+    v: u8,
+) {
+    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
+    if let Some(handle) = unsafe { options.as_mut() } {
+        handle.options.disable_wal = v != 0;
+    }
+}
