@@ -35,7 +35,8 @@ macro_rules! exit_codes {
         "\
 Keys and values are escaped text by default: printable characters as they are, and \\\\, \\t, \\n,
 \\r and \\xHH for a backslash, tab, newline, carriage return and any other byte. --hex and --base64
-switch every key and value, on the command line, in input and in output.
+switch every key and value, on the command line, in input and in output. A key that starts with
+'-' goes after `--` (shale get ./db -- -5) or straight after an option (--from -5).
 
 Exit codes:
   0  success
@@ -94,13 +95,13 @@ struct GlobalArgs {
 #[derive(Debug, Args)]
 struct RangeArgs {
     /// Start at this key (inclusive).
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     from: Option<OsString>,
     /// Stop before this key (exclusive).
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
     to: Option<OsString>,
     /// Only keys that start with this prefix (combines with --from and --to).
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(long, value_name = "PREFIX", allow_hyphen_values = true)]
     prefix: Option<OsString>,
 }
 
@@ -255,10 +256,10 @@ enum Command {
         /// Database directory.
         db: PathBuf,
         /// First key of the range (inclusive; default: the first key).
-        #[arg(long, value_name = "KEY")]
+        #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
         from: Option<OsString>,
         /// Last key of the range (inclusive; default: the last key).
-        #[arg(long, value_name = "KEY")]
+        #[arg(long, value_name = "KEY", allow_hyphen_values = true)]
         to: Option<OsString>,
     },
     /// Salvage a damaged database: rewrite every readable entry, move damaged files to lost/.

@@ -199,6 +199,10 @@ fn binary_keys_on_the_command_line_in_every_encoding() {
     assert_eq!(ok(&["get", "--hex", db, "62696e00095c6b6579"]), b"760a76\n");
     assert_eq!(ok(&["get", "--base64", db, "YmluAAlca2V5"]), b"dgp2\n");
     assert_eq!(ok(&["get", "--raw", db, "bin\\x00\\t\\\\key"]), b"v\nv");
+    // Keys that look like flags: after `--` as arguments, directly as option values.
+    ok(&["put", db, "--", "-5", "-x"]);
+    assert_eq!(ok(&["get", db, "--", "-5"]), b"-x\n");
+    assert_eq!(ok(&["scan", db, "--from", "-5", "--to", "-6"]), b"-5\t-x\n");
     ok(&["put", "--hex", db, "ff00", "00ff"]);
     assert_eq!(ok(&["get", db, "\\xff\\x00"]), b"\\x00\\xff\n");
 }
