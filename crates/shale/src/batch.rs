@@ -309,8 +309,6 @@ impl WriteBatch {
     /// Adds every record to `mem` under consecutive sequence numbers from [`Self::sequence`].
     ///
     /// REQUIRES: the caller holds the memtable's writer role (see [`MemTable::add`]).
-    // For the DB's write path and WAL recovery, which are written separately.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn insert_into(&self, mem: &MemTable) -> Result<()> {
         let first = self.sequence();
         let count = u64::from(self.count());

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::write::insert_into_memtable;
 use super::{Db, DbInner, DbState, ReadView};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -319,7 +318,7 @@ impl Replay<'_> {
             let offset = reader.last_record_offset();
             let batch = WriteBatch::from_data(record, &path, offset)?;
             let first = batch.sequence();
-            insert_into_memtable(mem, &batch, first)?;
+            batch.insert_into(mem)?;
             let last = first + u64::from(batch.count()).saturating_sub(1);
             *last_sequence = (*last_sequence).max(last);
             records += 1;

@@ -144,7 +144,6 @@ impl DbInner {
                 break;
             }
         }
-        self.stats.gets.fetch_add(1, Ordering::Relaxed);
         state.finish()
     }
 

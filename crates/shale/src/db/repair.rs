@@ -87,7 +87,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                     let offset = reader.last_record_offset();
                     match WriteBatch::from_data(record, &path, offset) {
                         Ok(batch) => {
-                            super::write::insert_into_memtable(&mem, &batch, batch.sequence())?;
+                            batch.insert_into(&mem)?;
                             last_sequence = last_sequence
                                 .max(batch.sequence() + u64::from(batch.count()).saturating_sub(1));
                             report.wal_records_recovered += 1;

@@ -14,7 +14,6 @@ pub(crate) struct Counters {
     pub(crate) user_writes: AtomicU64,
     pub(crate) wal_bytes: AtomicU64,
     pub(crate) wal_syncs: AtomicU64,
-    pub(crate) gets: AtomicU64,
     pub(crate) slowdowns: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) flushes: AtomicU64,

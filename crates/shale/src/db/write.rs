@@ -13,7 +13,6 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
 use crate::key::ValueKind;
-use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::wal::{LogKind, LogWriter};
 
@@ -182,7 +181,7 @@ impl DbInner {
                     .wal_bytes
                     .fetch_add(group.data_size() as u64, Ordering::Relaxed);
             }
-            insert_into_memtable(&mem, &group, first)
+            group.insert_into(&mem)
         });
         match result {
             Ok(()) => {
@@ -291,13 +290,4 @@ impl DbInner {
         }
         Self::check_bg_error(&state)
     }
-}
-
-/// Inserts every entry of `batch` into `mem`, numbering them from `first`.
-pub(crate) fn insert_into_memtable(mem: &MemTable, batch: &WriteBatch, first: u64) -> Result<()> {
-    for (seq, entry) in (first..).zip(batch.iter()) {
-        let entry = entry?;
-        mem.add(seq, entry.kind, entry.key, entry.value);
-    }
-    Ok(())
 }
