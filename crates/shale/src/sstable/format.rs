@@ -288,10 +288,14 @@ fn decompress(block_type: u8, stored: &[u8]) -> std::result::Result<Vec<u8>, Str
         BLOCK_TYPE_LZ4 => {
             let n = claimed_len(decode_fixed32(stored).map(u64::from))?;
             let body = stored.get(4..).unwrap_or(&[]);
-            let mut out = vec![0u8; n];
-            match lz4_flex::block::decompress_into(body, &mut out) {
-                Ok(got) if got == n => Ok(out),
-                Ok(got) => Err(format!("lz4 block decoded to {got} bytes, expected {n}")),
+            // Decodes into spare capacity: no zeroing of a buffer about to be overwritten. The
+            // decoder never writes past `n` bytes (the `checked-decode` feature bounds it).
+            match lz4_flex::block::decompress(body, n) {
+                Ok(out) if out.len() == n => Ok(out),
+                Ok(out) => Err(format!(
+                    "lz4 block decoded to {} bytes, expected {n}",
+                    out.len()
+                )),
                 Err(e) => Err(format!("lz4 block does not decode: {e}")),
             }
         }
@@ -311,18 +315,14 @@ fn decompress(block_type: u8, stored: &[u8]) -> std::result::Result<Vec<u8>, Str
     }
 }
 
-/// Turns the stored bytes of one block plus its trailer (`stored_with_trailer`, read from file
-/// offset `offset` of `path`) into the uncompressed block contents. Also the entry point for a
-/// block-decoding fuzz target.
-///
-/// When `verify_checksum` is set, the trailer's checksum is checked before anything is
-/// decompressed, so damaged lengths are caught before they can drive an allocation.
-pub fn decode_block(
+/// Checks the trailer of one stored block (and its checksum when `verify_checksum` is set);
+/// returns the block type and the length of the stored bytes before the trailer.
+fn check_block(
     path: &Path,
     offset: u64,
-    mut stored_with_trailer: Vec<u8>,
+    stored_with_trailer: &[u8],
     verify_checksum: bool,
-) -> Result<Vec<u8>> {
+) -> Result<(u8, usize)> {
     let corrupt = |m: String| Error::corruption(path, offset, m);
     let split = stored_with_trailer
         .len()
@@ -342,12 +342,43 @@ pub fn decode_block(
             )));
         }
     }
+    Ok((block_type, split))
+}
+
+/// Turns the stored bytes of one block plus its trailer (`stored_with_trailer`, read from file
+/// offset `offset` of `path`) into the uncompressed block contents. Also the entry point for a
+/// block-decoding fuzz target.
+///
+/// When `verify_checksum` is set, the trailer's checksum is checked before anything is
+/// decompressed, so damaged lengths are caught before they can drive an allocation.
+pub fn decode_block(
+    path: &Path,
+    offset: u64,
+    mut stored_with_trailer: Vec<u8>,
+    verify_checksum: bool,
+) -> Result<Vec<u8>> {
+    let (block_type, split) = check_block(path, offset, &stored_with_trailer, verify_checksum)?;
     if block_type == BLOCK_TYPE_NONE {
         // Raw blocks are used in place rather than copied.
         stored_with_trailer.truncate(split);
         return Ok(stored_with_trailer);
     }
-    decompress(block_type, stored).map_err(corrupt)
+    decompress(block_type, &stored_with_trailer[..split])
+        .map_err(|m| Error::corruption(path, offset, m))
+}
+
+/// [`decode_block`] for bytes borrowed from a memory-mapped file: the block is decompressed
+/// straight from the map, so the only copy made is the decompressed output (or, for a raw
+/// block, the block itself).
+pub fn decode_block_in_place(
+    path: &Path,
+    offset: u64,
+    stored_with_trailer: &[u8],
+    verify_checksum: bool,
+) -> Result<Vec<u8>> {
+    let (block_type, split) = check_block(path, offset, stored_with_trailer, verify_checksum)?;
+    decompress(block_type, &stored_with_trailer[..split])
+        .map_err(|m| Error::corruption(path, offset, m))
 }
 
 #[cfg(test)]
