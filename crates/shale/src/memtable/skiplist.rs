@@ -330,15 +330,17 @@ impl SkipList {
             level -= 1;
         }
         // Then an ordinary descent from the lowest level the splice still held at.
-        while !splice_holds_to_bottom {
-            match x.next(level) {
-                Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
-                _ => {
-                    prev[level] = x;
-                    if level == 0 {
-                        break;
+        if !splice_holds_to_bottom {
+            loop {
+                match x.next(level) {
+                    Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
+                    _ => {
+                        prev[level] = x;
+                        if level == 0 {
+                            break;
+                        }
+                        level -= 1;
                     }
-                    level -= 1;
                 }
             }
         }
