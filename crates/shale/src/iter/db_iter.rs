@@ -90,6 +90,9 @@ pub struct DbIterator {
     direction: Direction,
     valid: bool,
     saved_key: Vec<u8>,
+    /// The user key a forward step skips past. Swapped with `saved_key` instead of copied, so
+    /// stepping allocates nothing once both buffers have grown to the longest key.
+    skip_key: Vec<u8>,
     saved_value: Vec<u8>,
     value_source: ValueSource,
     error: Option<Error>,
@@ -113,6 +116,7 @@ impl DbIterator {
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
+            skip_key: Vec::new(),
             saved_value: Vec::new(),
             value_source: ValueSource::Saved,
             error: None,
@@ -163,7 +167,7 @@ impl DbIterator {
             )),
             None => self.inner.seek_to_first(),
         }
-        self.find_next_user_entry(None);
+        self.find_next_user_entry(false);
     }
 
     /// Positions at the last key (before the upper bound).
@@ -196,7 +200,7 @@ impl DbIterator {
             self.ctx.sequence,
             ValueKind::FOR_SEEK,
         ));
-        self.find_next_user_entry(None);
+        self.find_next_user_entry(false);
     }
 
     /// Positions at the last key `<= target`.
@@ -222,14 +226,11 @@ impl DbIterator {
         }
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
-            let key = self.saved_key.clone();
             self.inner
-                .seek(&make_internal_key(&key, 0, ValueKind::Deletion));
-            self.find_next_user_entry(Some(key));
-            return;
+                .seek(&make_internal_key(&self.saved_key, 0, ValueKind::Deletion));
         }
-        let key = std::mem::take(&mut self.saved_key);
-        self.find_next_user_entry(Some(key));
+        std::mem::swap(&mut self.skip_key, &mut self.saved_key);
+        self.find_next_user_entry(true);
     }
 
     /// Moves to the previous key. REQUIRES: `valid()`.
@@ -267,9 +268,9 @@ impl DbIterator {
         matches!(&self.lower, Some(l) if self.ctx.user_cmp.compare(user_key, l) == Ordering::Less)
     }
 
-    /// Forward: finds the next user key with a value, skipping entries of `skip` and of every
-    /// key that resolves to nothing.
-    fn find_next_user_entry(&mut self, mut skip: Option<Vec<u8>>) {
+    /// Forward: finds the next user key with a value, skipping entries of `skip_key` (when
+    /// `skip` is set) and of every key that resolves to nothing.
+    fn find_next_user_entry(&mut self, mut skip: bool) {
         self.valid = false;
         while self.inner.valid() {
             let Some(parsed) = parse_internal_key(self.inner.key()) else {
@@ -280,11 +281,11 @@ impl DbIterator {
                 self.inner.next();
                 continue;
             }
-            if let Some(s) = &skip {
-                if self.ctx.user_cmp.compare(parsed.user_key, s) != Ordering::Greater {
-                    self.inner.next();
-                    continue;
-                }
+            if skip
+                && self.ctx.user_cmp.compare(parsed.user_key, &self.skip_key) != Ordering::Greater
+            {
+                self.inner.next();
+                continue;
             }
             if self.past_upper(parsed.user_key) {
                 return;
@@ -320,7 +321,8 @@ impl DbIterator {
                     }
                 }
             }
-            skip = Some(self.saved_key.clone());
+            std::mem::swap(&mut self.skip_key, &mut self.saved_key);
+            skip = true;
             if self.inner.valid() {
                 self.inner.next();
             }
