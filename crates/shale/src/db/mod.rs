@@ -179,7 +179,8 @@ impl Db {
         value: impl AsRef<[u8]>,
         options: &WriteOptions,
     ) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut batch = WriteBatch::with_capacity(key.len() + value.len());
         batch.put(key, value);
         self.inner.write(options, Some(batch))
     }
