@@ -400,9 +400,11 @@ impl DbIterator {
     /// over whole user keys until one resolves to a value.
     fn find_prev_user_entry(&mut self) {
         self.valid = false;
-        // State of the key being assembled, applied oldest entry first.
-        let mut current: Option<Vec<u8>> = None;
-        let mut base: Option<Vec<u8>> = None;
+        // State of the key being assembled, applied oldest entry first: the key in
+        // `saved_key`, its base value in `saved_value` (both reused, so stepping back allocates
+        // nothing for plain values).
+        let mut has_current = false;
+        let mut has_base = false;
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut deleted = true;
         while self.inner.valid() {
@@ -411,28 +413,34 @@ impl DbIterator {
                 return;
             };
             if parsed.sequence <= self.ctx.sequence && !self.past_upper(parsed.user_key) {
-                let same = matches!(&current, Some(c) if self.ctx.user_cmp.compare(parsed.user_key, c) == Ordering::Equal);
+                let same = has_current
+                    && self.ctx.user_cmp.compare(parsed.user_key, &self.saved_key)
+                        == Ordering::Equal;
                 if !same {
-                    if current.is_some() && (!deleted || !operands.is_empty()) {
+                    if has_current && (!deleted || !operands.is_empty()) {
                         break; // the key assembled so far is live
                     }
                     if self.below_lower(parsed.user_key) {
-                        current = None;
+                        has_current = false;
                         break;
                     }
-                    current = Some(parsed.user_key.to_vec());
-                    base = None;
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(parsed.user_key);
+                    has_current = true;
+                    has_base = false;
                     operands.clear();
                     deleted = true;
                 }
                 match parsed.kind {
                     ValueKind::Deletion => {
-                        base = None;
+                        has_base = false;
                         operands.clear();
                         deleted = true;
                     }
                     ValueKind::Value => {
-                        base = Some(self.inner.value().to_vec());
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(self.inner.value());
+                        has_base = true;
                         operands.clear();
                         deleted = false;
                     }
@@ -440,11 +448,13 @@ impl DbIterator {
                         operands.clear();
                         match split_expiring(self.inner.value()) {
                             Some((expiry, v)) if !self.ctx.expired(expiry) => {
-                                base = Some(v.to_vec());
+                                self.saved_value.clear();
+                                self.saved_value.extend_from_slice(v);
+                                has_base = true;
                                 deleted = false;
                             }
                             Some(_) => {
-                                base = None;
+                                has_base = false;
                                 deleted = true;
                             }
                             None => {
@@ -463,24 +473,22 @@ impl DbIterator {
             self.fail(e);
             return;
         }
-        let Some(key) = current else { return };
-        if deleted && operands.is_empty() {
+        if !has_current || (deleted && operands.is_empty()) {
             return;
         }
-        let value = if operands.is_empty() {
-            base.unwrap_or_default()
-        } else {
+        if !operands.is_empty() {
             let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-            match self.ctx.merge(&key, base.as_deref(), &refs) {
-                Ok(v) => v,
+            let base = has_base.then_some(self.saved_value.as_slice());
+            match self.ctx.merge(&self.saved_key, base, &refs) {
+                Ok(v) => self.saved_value = v,
                 Err(e) => {
                     self.fail(e);
                     return;
                 }
             }
-        };
-        self.saved_key = key;
-        self.saved_value = value;
+        } else if !has_base {
+            self.saved_value.clear();
+        }
         self.value_source = ValueSource::Saved;
         self.valid = true;
     }
