@@ -26,6 +26,28 @@ pub(crate) fn split_expiring(value: &[u8]) -> Option<(u64, &[u8])> {
     Some((expiry, value.get(EXPIRY_PREFIX_LEN..)?))
 }
 
+/// Applies merge `operands` (oldest first) to `base` with `operator`; a missing operator or
+/// an operator failure is an error naming the key.
+pub(crate) fn apply_merge(
+    operator: Option<&dyn MergeOperator>,
+    user_key: &[u8],
+    base: Option<&[u8]>,
+    operands: &[&[u8]],
+) -> Result<Vec<u8>> {
+    let Some(op) = operator else {
+        return Err(Error::InvalidArgument(format!(
+            "key {:?} has merge operands but no merge operator is configured",
+            String::from_utf8_lossy(user_key)
+        )));
+    };
+    op.full_merge(user_key, base, operands)
+        .map_err(|message| Error::Merge {
+            operator: op.name().to_string(),
+            key: String::from_utf8_lossy(user_key).into_owned(),
+            message,
+        })
+}
+
 /// Everything the read path needs to interpret entries: visibility, expiry and merges.
 #[derive(Clone)]
 pub(crate) struct ReadContext {
@@ -43,18 +65,7 @@ impl ReadContext {
         base: Option<&[u8]>,
         operands: &[&[u8]],
     ) -> Result<Vec<u8>> {
-        let Some(op) = &self.merge_operator else {
-            return Err(Error::InvalidArgument(format!(
-                "key {:?} has merge operands but no merge operator is configured",
-                String::from_utf8_lossy(user_key)
-            )));
-        };
-        op.full_merge(user_key, base, operands)
-            .map_err(|message| Error::Merge {
-                operator: op.name().to_string(),
-                key: String::from_utf8_lossy(user_key).into_owned(),
-                message,
-            })
+        apply_merge(self.merge_operator.as_deref(), user_key, base, operands)
     }
 
     /// True if an expiring value with this expiry is gone at the read's time.
