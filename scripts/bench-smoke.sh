@@ -15,10 +15,10 @@ if [ "$engines" != "shale" ]; then
 fi
 benchmarks="fillseq,readrandom,readmissing,readhot,seekrandom,readseq,readreverse,overwrite,\
 readwhilewriting,updaterandom,mergerandom,compact,stats,fillsync,fillbatch,fillrandbatch,\
-deleteseq,fillrandom,deleterandom,fill100K,crc32c,snappycomp,snappyuncomp,influx"
-# Result lines (influx prints six steps) plus skipped/unsupported notes: 23 + 6 = 29 lines
+deleteseq,fillrandom,deleterandom,fill100K,crc32c,snappycomp,snappyuncomp,fdatasync,influx"
+# Result lines (influx prints six steps) plus skipped/unsupported notes: 24 + 6 = 30 lines
 # for each engine, stats printing a bare "stats :" line.
-expected_per_engine=29
+expected_per_engine=30
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -94,6 +94,10 @@ pub enum Benchmark {
     SnappyComp,
     /// Snappy decompression of 4 KiB blocks.
     SnappyUncomp,
+    /// The disk's own limit for synchronous writes: `num/1000` appends of one entry's bytes to
+    /// a plain file, each followed by `fdatasync`. No engine is involved; fillsync is compared
+    /// with it.
+    Fdatasync,
     /// Print the engine's statistics.
     Stats,
     /// InfluxDB's time-series workload.
@@ -102,7 +106,7 @@ pub enum Benchmark {
 
 impl Benchmark {
     /// Every benchmark with its name.
-    pub const ALL: [(Benchmark, &'static str); 24] = [
+    pub const ALL: [(Benchmark, &'static str); 25] = [
         (Benchmark::FillSeq, "fillseq"),
         (Benchmark::FillRandom, "fillrandom"),
         (Benchmark::FillSync, "fillsync"),
@@ -125,6 +129,7 @@ impl Benchmark {
         (Benchmark::Crc32c, "crc32c"),
         (Benchmark::SnappyComp, "snappycomp"),
         (Benchmark::SnappyUncomp, "snappyuncomp"),
+        (Benchmark::Fdatasync, "fdatasync"),
         (Benchmark::Stats, "stats"),
         (Benchmark::Influx, "influx"),
     ];
@@ -192,6 +197,8 @@ enum Outcome {
 struct Ctx<'a> {
     settings: &'a Settings,
     engine: &'a dyn Engine,
+    /// The engine's database directory.
+    dir: &'a Path,
     keys: KeyFormat,
     /// Seed of this benchmark's random choices: the run's seed mixed with the benchmark's
     /// position, so repeated benchmarks differ but every run is reproducible.
@@ -634,6 +641,39 @@ enum Codec {
     Uncompress,
 }
 
+/// Appends `key_size + value_size` bytes at a time to a plain file beside the database and
+/// waits for `fdatasync` after each append, as fillsync's engines must: the rate this disk
+/// allows one synchronous writer. Each client thread has its own file, removed afterwards.
+fn do_fdatasync(ctx: &Ctx<'_>) -> Result<Outcome> {
+    use std::io::Write as _;
+    let total = (ctx.settings.flags.num / SMALL_FILL_DIVISOR).max(1);
+    let record_len = ctx.settings.flags.key_size as usize + ctx.settings.flags.value_size as usize;
+    let stats = run_clients(ctx.threads(), ctx.histogram(), &ctx.progress, |tid, st| {
+        let (lo, hi) = share(total, ctx.threads(), tid);
+        let path = ctx.dir.join(format!("shale-bench-fdatasync-{tid}.tmp"));
+        let io = |op: &'static str| {
+            let path = path.clone();
+            move |e: std::io::Error| Error::io(op, &path, e)
+        };
+        let mut file = std::fs::File::create(&path).map_err(io("create"))?;
+        let mut values = ValueGen::new(ctx.settings.flags.compression_ratio, record_len, ctx.seed);
+        for _ in lo..hi {
+            file.write_all(values.generate(record_len))
+                .map_err(io("write"))?;
+            file.sync_data().map_err(io("fdatasync"))?;
+            st.add_bytes(record_len as u64);
+            st.finished_ops(1);
+        }
+        drop(file);
+        std::fs::remove_file(&path).map_err(io("remove"))?;
+        Ok(())
+    })?;
+    Ok(Outcome::Ran {
+        stats,
+        message: format!("({total} synced appends of {record_len} bytes)"),
+    })
+}
+
 fn do_codec(ctx: &Ctx<'_>, codec: Codec) -> Result<Outcome> {
     let num = ctx.settings.flags.num;
     let total = match codec {
@@ -755,6 +795,7 @@ fn run_one(ctx: &Ctx<'_>, bench: Benchmark) -> Result<Outcome> {
         Benchmark::Crc32c => do_codec(ctx, Codec::Crc32c),
         Benchmark::SnappyComp => do_codec(ctx, Codec::Compress),
         Benchmark::SnappyUncomp => do_codec(ctx, Codec::Uncompress),
+        Benchmark::Fdatasync => do_fdatasync(ctx),
         Benchmark::Stats => Ok(Outcome::Note {
             status: Status::Info,
             message: ctx.engine.stats()?,
@@ -769,7 +810,9 @@ fn run_one(ctx: &Ctx<'_>, bench: Benchmark) -> Result<Outcome> {
 fn expected_ops(settings: &Settings, bench: Benchmark) -> u64 {
     let num = settings.flags.num;
     match bench {
-        Benchmark::FillSync | Benchmark::Fill100K => num / SMALL_FILL_DIVISOR,
+        Benchmark::FillSync | Benchmark::Fill100K | Benchmark::Fdatasync => {
+            num / SMALL_FILL_DIVISOR
+        }
         Benchmark::ReadSeq
         | Benchmark::ReadReverse
         | Benchmark::ReadRandom
@@ -1011,6 +1054,7 @@ fn suite_body(
         let ctx = Ctx {
             settings,
             engine: db,
+            dir,
             keys: settings.keys,
             seed: settings
                 .flags

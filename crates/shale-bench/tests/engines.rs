@@ -192,7 +192,7 @@ fn merge_support_matches_the_engines() {
 const SMOKE_BENCHMARKS: &str = "fillseq,readrandom,readmissing,readhot,seekrandom,readseq,\
 readreverse,overwrite,readwhilewriting,updaterandom,mergerandom,compact,stats,fillsync,\
 fillbatch,fillrandbatch,deleteseq,fillrandom,deleterandom,fill100K,crc32c,snappycomp,\
-snappyuncomp,influx";
+snappyuncomp,fdatasync,influx";
 
 const LINE_PATTERN: &str =
     r"^(\S+)\s+:\s+([0-9]+\.[0-9]{3}) micros/op;(?:\s+([0-9]+\.[0-9]) MB/s)?(?:\s+(.*))?$";
@@ -258,6 +258,17 @@ fn every_benchmark_runs_on_every_baseline() {
             format!("(0 of {num} found)"),
             "{kind}"
         );
+        // The raw disk benchmark syncs at least once and leaves no file behind.
+        assert_eq!(
+            by_name("fdatasync").message,
+            "(1 synced appends of 116 bytes)",
+            "{kind}"
+        );
+        assert!(!dir
+            .path()
+            .join("db")
+            .join("shale-bench-fdatasync-0.tmp")
+            .exists());
         assert_eq!(
             by_name("seekrandom").message,
             format!("({num} of {num} found)"),
