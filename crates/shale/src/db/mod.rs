@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::WriteBatch;
+use crate::blob::{BlobCache, BlobFileWriter};
 use crate::cache::BlockCache;
 use crate::env::FileLock;
 use crate::error::{Error, Result};
@@ -97,6 +98,12 @@ pub(crate) struct DbInner {
     pub(crate) work_available: Condvar,
     /// The active WAL. Only the head of the writer queue uses it.
     pub(crate) wal: Mutex<Option<LogWriter>>,
+    /// The active WAL's blob file, created by the first separated value written beside that
+    /// WAL and numbered like it. Only the head of the writer queue uses it, always while holding
+    /// `wal` (taken first).
+    pub(crate) blob_writer: Mutex<Option<BlobFileWriter>>,
+    /// Open blob files, for reads.
+    pub(crate) blob_cache: Arc<BlobCache>,
     /// The last sequence number whose write is fully in the memtable.
     pub(crate) last_sequence: AtomicU64,
     pub(crate) view: RwLock<Arc<ReadView>>,
@@ -335,6 +342,10 @@ impl Drop for Db {
         // Hand the WAL's last bytes to the OS; a failure here cannot be reported from drop, and
         // every acknowledged write was already flushed by its writer.
         if let Some(wal) = self.inner.wal.lock().as_mut() {
+            if let Some(blob) = self.inner.blob_writer.lock().as_mut() {
+                let _ = blob.flush();
+                let _ = blob.close();
+            }
             let _ = wal.flush();
             let _ = wal.close();
         }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::{Db, DbInner, DbState, ReadView};
-use crate::batch::WriteBatch;
+use crate::batch::{blob_ref_of, WriteBatch};
+use crate::blob::BlobCache;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{
@@ -57,6 +58,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         block_cache.clone(),
     ));
 
+    let blob_cache = Arc::new(BlobCache::new(dir.to_path_buf(), options.fs.clone()));
+
     if options.paranoid_checks {
         let version = versions.current();
         for level in 0..crate::limits::NUM_LEVELS {
@@ -79,7 +82,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
                     wals.push(n);
                 }
             }
-            Some(FileType::Table(n) | FileType::Manifest(n)) => versions.mark_file_number_used(n),
+            Some(FileType::Table(n) | FileType::Manifest(n) | FileType::Blob(n)) => {
+                versions.mark_file_number_used(n)
+            }
             _ => {}
         }
     }
@@ -91,6 +96,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         dir,
         options: &options,
         icmp: &icmp,
+        blob_cache: &blob_cache,
         read_only: false,
     };
     replay.replay_all(
@@ -123,6 +129,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     let mem = Arc::new(super::new_memtable(&options, &icmp));
     let inner = Arc::new(build_inner(Parts {
         dir,
+        blob_cache,
         options,
         icmp: icmp.clone(),
         table_cache,
@@ -155,6 +162,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
 /// Everything a [`DbInner`] is made of.
 struct Parts<'a> {
     dir: &'a Path,
+    blob_cache: Arc<BlobCache>,
     options: Options,
     icmp: InternalKeyComparator,
     table_cache: Arc<TableCache>,
@@ -197,6 +205,8 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         background_done: Condvar::new(),
         work_available: Condvar::new(),
         wal: Mutex::new(p.wal),
+        blob_writer: Mutex::new(None),
+        blob_cache: p.blob_cache,
         last_sequence: AtomicU64::new(p.last_sequence),
         view: RwLock::new(Arc::new(view)),
         stats: Default::default(),
@@ -241,10 +251,12 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
     let mut mem = Arc::new(MemTable::new(icmp.clone()));
     let mut last_sequence = recovered.last_sequence;
     let mut edit = VersionEdit::default();
+    let blob_cache = Arc::new(BlobCache::new(dir.to_path_buf(), options.fs.clone()));
     let replay = Replay {
         dir,
         options: &options,
         icmp: &icmp,
+        blob_cache: &blob_cache,
         read_only: true,
     };
     replay.replay_all(
@@ -256,6 +268,7 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
     )?;
     let inner = Arc::new(build_inner(Parts {
         dir,
+        blob_cache,
         options,
         icmp,
         table_cache,
@@ -278,6 +291,8 @@ struct Replay<'a> {
     dir: &'a Path,
     options: &'a Options,
     icmp: &'a InternalKeyComparator,
+    /// Checks the blob references of replayed batches.
+    blob_cache: &'a BlobCache,
     /// Keep everything in memory: nothing may be written.
     read_only: bool,
 }
@@ -317,6 +332,21 @@ impl Replay<'_> {
         while let Some(record) = reader.read_record()? {
             let offset = reader.last_record_offset();
             let batch = WriteBatch::from_data(record, &path, offset)?;
+            if let Err(e) = self.check_blob_references(&batch) {
+                if !is_last {
+                    // Every older WAL was synced after its blob file: its references must hold.
+                    return Err(e);
+                }
+                // The record was written but its blob bytes never became durable: the write
+                // was not synced, so it and everything after it are a torn tail.
+                tracing::warn!(
+                    wal = %path.display(),
+                    offset,
+                    error = %e,
+                    "dropped the WAL tail from a record whose blob value is missing"
+                );
+                break;
+            }
             let first = batch.sequence();
             batch.insert_into(mem)?;
             let last = first + u64::from(batch.count()).saturating_sub(1);
@@ -349,6 +379,21 @@ impl Replay<'_> {
         Ok(())
     }
 
+    /// Reads back every value `batch` keeps in a blob file, checking it is whole and belongs to
+    /// its key.
+    fn check_blob_references(&self, batch: &WriteBatch) -> Result<()> {
+        if !batch.has_blob_index() {
+            return Ok(());
+        }
+        for entry in batch.iter() {
+            let entry = entry?;
+            if let Some(r) = blob_ref_of(entry.kind, entry.value) {
+                self.blob_cache.read(Some(entry.key), &r)?;
+            }
+        }
+        Ok(())
+    }
+
     fn flush_recovered(
         &self,
         mem: &Arc<MemTable>,
@@ -358,11 +403,15 @@ impl Replay<'_> {
         let number = versions.new_file_number();
         let mut iter = mem.iter();
         crate::iter::InternalIterator::seek_to_first(&mut iter);
+        let mut blobs = super::background::BlobTally::new();
         if let Some(meta) =
-            super::background::build_table(self.dir, self.options, number, &mut iter)?
+            super::background::build_table(self.dir, self.options, number, &mut iter, &mut blobs)?
         {
             self.options.fs.sync_dir(self.dir)?;
             edit.add_file(0, meta);
+            for (blob, bytes) in blobs {
+                edit.add_blob_bytes(blob, bytes);
+            }
         }
         Ok(())
     }

@@ -43,15 +43,18 @@ impl GetState<'_> {
             return Ok(false);
         }
         match parsed.kind {
-            ValueKind::Value => self.outcome = Outcome::Found(value.to_vec()),
-            ValueKind::ExpiringValue => {
+            ValueKind::Value | ValueKind::BlobIndex => {
+                self.outcome =
+                    Outcome::Found(self.ctx.resolve(self.user_key, parsed.kind, value)?)
+            }
+            ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                 let (expiry, v) = split_expiring(value).ok_or_else(|| {
                     Error::corruption("<read>", 0, "expiring value shorter than its expiry")
                 })?;
                 self.outcome = if self.ctx.expired(expiry) {
                     Outcome::Deleted
                 } else {
-                    Outcome::Found(v.to_vec())
+                    Outcome::Found(self.ctx.resolve(self.user_key, parsed.kind, v)?)
                 };
             }
             ValueKind::Deletion => self.outcome = Outcome::Deleted,
@@ -96,6 +99,7 @@ impl DbInner {
             sequence,
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.clone(),
+            blobs: Some(self.blob_cache.clone()),
         };
         (ctx, view)
     }

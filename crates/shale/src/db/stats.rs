@@ -13,6 +13,8 @@ pub(crate) struct Counters {
     pub(crate) user_bytes_written: AtomicU64,
     pub(crate) user_writes: AtomicU64,
     pub(crate) wal_bytes: AtomicU64,
+    pub(crate) blob_bytes_written: AtomicU64,
+    pub(crate) blob_bytes_relocated: AtomicU64,
     pub(crate) wal_syncs: AtomicU64,
     pub(crate) slowdowns: AtomicU64,
     pub(crate) stalls: AtomicU64,
@@ -78,6 +80,16 @@ pub struct DbStats {
     pub wal_bytes: u64,
     /// WAL syncs.
     pub wal_syncs: u64,
+    /// Bytes of records the write path appended to blob files (separated values).
+    pub blob_bytes_written: u64,
+    /// Bytes of records blob garbage collection copied to new blob files.
+    pub blob_bytes_relocated: u64,
+    /// Blob files the current version references.
+    pub blob_files: u64,
+    /// Record bytes of those blob files.
+    pub blob_total_bytes: u64,
+    /// Of `blob_total_bytes`, the bytes no table references any more.
+    pub blob_garbage_bytes: u64,
     /// Bytes written by flushes.
     pub flush_bytes: u64,
     /// Memtables flushed.
@@ -158,6 +170,21 @@ impl DbInner {
             user_writes: load(&c.user_writes),
             wal_bytes: wal,
             wal_syncs: load(&c.wal_syncs),
+            blob_bytes_written: load(&c.blob_bytes_written),
+            blob_bytes_relocated: load(&c.blob_bytes_relocated),
+            blob_files: view.version.blob_files().len() as u64,
+            blob_total_bytes: view
+                .version
+                .blob_files()
+                .values()
+                .map(|m| m.total_bytes)
+                .sum(),
+            blob_garbage_bytes: view
+                .version
+                .blob_files()
+                .values()
+                .map(|m| m.garbage_bytes)
+                .sum(),
             flush_bytes: load(&c.flush_bytes),
             flushes: load(&c.flushes),
             compactions: load(&c.compactions),

@@ -10,8 +10,10 @@ use parking_lot::{Condvar, MutexGuard};
 
 use super::{DbInner, DbState, PendingWrite};
 use crate::batch::WriteBatch;
+use crate::blob::BlobFileWriter;
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
+use crate::iter::{split_expiring, EXPIRY_PREFIX_LEN};
 use crate::key::ValueKind;
 use crate::options::WriteOptions;
 use crate::wal::{LogKind, LogWriter};
@@ -33,6 +35,11 @@ impl DbInner {
         let batch = match batch {
             Some(b) => {
                 b.validate()?;
+                if b.has_blob_index() {
+                    return Err(Error::InvalidArgument(
+                        "a write batch may not hold blob references; the engine makes them".into(),
+                    ));
+                }
                 if b.has_merge() && self.options.merge_operator.is_none() {
                     return Err(Error::InvalidArgument(
                         "merge requires Options::merge_operator to be set".into(),
@@ -112,6 +119,12 @@ impl DbInner {
                         })?;
                     out.put_with_expiry(entry.key, value, expiry)
                 }
+                // Refused before this point: callers never write references.
+                ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex => {
+                    return Err(Error::InvalidArgument(
+                        "a write batch may not hold blob references".into(),
+                    ))
+                }
             }
         }
         Ok(out)
@@ -165,15 +178,24 @@ impl DbInner {
         let count = u64::from(group.count());
         group.set_sequence(first);
         let mem = state.mem.clone();
+        let blob_number = state.mem_wal_number;
         let result = MutexGuard::unlocked(state, || -> Result<()> {
             if !disable_wal {
                 let mut wal = self.wal.lock();
                 let Some(log) = wal.as_mut() else {
                     return Err(Error::ShuttingDown);
                 };
+                let mut blob = self.blob_writer.lock();
+                if let Some(separated) = self.separate_values(&group, &mut blob, blob_number)? {
+                    group = separated;
+                }
                 log.add_record(group.data())?;
                 log.flush()?;
                 if sync {
+                    // A synced WAL record must never name blob bytes that are not durable.
+                    if let Some(b) = blob.as_mut() {
+                        b.sync(self.options.fs.as_ref())?;
+                    }
                     log.sync()?;
                     self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
                 }
@@ -197,6 +219,74 @@ impl DbInner {
                 Err(e)
             }
         }
+    }
+
+    /// Moves the group's large values (at least `min_blob_size`; plain and expiring puts, never
+    /// merge operands) to the active blob file, creating it (numbered like the WAL) on first
+    /// use. Returns the group with references in their place, or `None` when nothing moved.
+    /// The blob bytes are handed to the OS before this returns, so the memtable never holds a
+    /// reference a reader cannot follow. A WAL without its memtable (`disable_wal`) keeps
+    /// values inline: nothing would make their blob file durable before a flush.
+    fn separate_values(
+        &self,
+        group: &WriteBatch,
+        blob: &mut Option<BlobFileWriter>,
+        number: u64,
+    ) -> Result<Option<WriteBatch>> {
+        let Some(min) = self.options.min_blob_size else {
+            return Ok(None);
+        };
+        if group.max_value_len() < min {
+            return Ok(None);
+        }
+        let mut out = WriteBatch::new();
+        out.set_sequence(group.sequence());
+        let mut reference = Vec::with_capacity(EXPIRY_PREFIX_LEN + 30);
+        for entry in group.iter() {
+            let entry = entry?;
+            let (expiry, value) = match entry.kind {
+                ValueKind::Value if entry.value.len() >= min => (None, entry.value),
+                ValueKind::ExpiringValue => match split_expiring(entry.value) {
+                    Some((expiry, v)) if v.len() >= min => (Some(expiry), v),
+                    _ => {
+                        out.push_stored(entry.kind, entry.key, &[entry.value]);
+                        continue;
+                    }
+                },
+                _ => {
+                    out.push_stored(entry.kind, entry.key, &[entry.value]);
+                    continue;
+                }
+            };
+            if blob.is_none() {
+                *blob = Some(BlobFileWriter::create(
+                    self.options.fs.as_ref(),
+                    &self.dir,
+                    number,
+                )?);
+            }
+            let Some(writer) = blob.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            let r = writer.add(entry.key, value)?;
+            reference.clear();
+            let kind = match expiry {
+                Some(e) => {
+                    reference.extend_from_slice(&e.to_le_bytes());
+                    ValueKind::ExpiringBlobIndex
+                }
+                None => ValueKind::BlobIndex,
+            };
+            r.encode_to(&mut reference);
+            out.push_stored(kind, entry.key, &[&reference]);
+            self.stats
+                .blob_bytes_written
+                .fetch_add(r.length, Ordering::Relaxed);
+        }
+        if let Some(writer) = blob.as_mut() {
+            writer.flush()?;
+        }
+        Ok(Some(out))
     }
 
     /// Makes sure the active memtable has room, freezing it (and starting a new WAL) when it is
@@ -253,6 +343,11 @@ impl DbInner {
             // preallocated tail), before a newer WAL exists, so recovery never finds a torn or
             // zero-filled tail in a WAL that is not the newest.
             if let Some(mut old) = wal.take() {
+                // The blob file first: a synced WAL never names blob bytes that are not durable.
+                if let Some(mut blob) = self.blob_writer.lock().take() {
+                    blob.sync(self.options.fs.as_ref())?;
+                    blob.close()?;
+                }
                 old.sync()?;
                 old.close()?;
             }

@@ -6,11 +6,16 @@
 //! key. Reverse mode: it is positioned just before them (at the previous user key's oldest
 //! entry, or invalid). The current key (and the value, unless it can be borrowed from the inner
 //! iterator) is kept in `saved_key`/`saved_value`.
+//!
+//! A value kept in a blob file is read only when [`DbIterator::value`] is asked for it (once
+//! per position): a scan over keys never touches blob files. Merge operands on top of a blob
+//! base read the base when they are folded.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::InternalIterator;
+use crate::blob::{BlobCache, BlobRef};
 use crate::error::{Error, Result};
 use crate::key::{
     make_internal_key, parse_internal_key, Comparator, SequenceNumber, ValueKind, MAX_SEQUENCE,
@@ -33,6 +38,8 @@ pub(crate) struct ReadContext {
     pub(crate) sequence: SequenceNumber,
     pub(crate) now_micros: u64,
     pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Where values kept in blob files are read from; `None` only in tests without blobs.
+    pub(crate) blobs: Option<Arc<BlobCache>>,
 }
 
 impl ReadContext {
@@ -57,6 +64,35 @@ impl ReadContext {
             })
     }
 
+    /// The user's value for a stored value of `kind`: the value itself, or for a blob kind the
+    /// value its reference points at. `stored` excludes any expiry prefix.
+    pub(crate) fn resolve(
+        &self,
+        user_key: &[u8],
+        kind: ValueKind,
+        stored: &[u8],
+    ) -> Result<Vec<u8>> {
+        if !kind.is_blob() {
+            return Ok(stored.to_vec());
+        }
+        let r = BlobRef::decode(stored).ok_or_else(|| {
+            Error::corruption(
+                "<read>",
+                0,
+                format!(
+                    "malformed blob reference for key {:?}",
+                    String::from_utf8_lossy(user_key)
+                ),
+            )
+        })?;
+        match &self.blobs {
+            Some(cache) => cache.read(Some(user_key), &r),
+            None => Err(Error::InvalidArgument(
+                "blob reference read without a blob cache".into(),
+            )),
+        }
+    }
+
     /// True if an expiring value with this expiry is gone at the read's time.
     pub(crate) fn expired(&self, expiry_micros: u64) -> bool {
         expiry_micros <= self.now_micros
@@ -76,6 +112,11 @@ enum ValueSource {
     Inner(usize),
     /// In `saved_value`.
     Saved,
+    /// In a blob file, through the reference in the inner iterator's current value from this
+    /// offset; read on demand.
+    InnerBlob(usize),
+    /// In a blob file, through the reference in `saved_value`; read on demand.
+    SavedBlob,
 }
 
 /// A cursor over user keys and values, as of one snapshot, within optional bounds.
@@ -92,6 +133,8 @@ pub struct DbIterator {
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
     value_source: ValueSource,
+    /// The value read from a blob file for the current position, once asked for.
+    blob_value: std::sync::OnceLock<std::result::Result<Vec<u8>, Error>>,
     error: Option<Error>,
     /// Keeps alive what the inner iterators read from (memtables, the version's files).
     _pin: Box<dyn Send + Sync>,
@@ -115,6 +158,7 @@ impl DbIterator {
             saved_key: Vec::new(),
             saved_value: Vec::new(),
             value_source: ValueSource::Saved,
+            blob_value: std::sync::OnceLock::new(),
             error: None,
             _pin: pin,
         }
@@ -136,15 +180,39 @@ impl DbIterator {
     }
 
     /// The current value. REQUIRES: `valid()`.
+    ///
+    /// A value kept in a blob file is read here; if that fails the value is empty and
+    /// [`DbIterator::status`] reports the error ([`DbIterator::try_value`] returns it directly).
     pub fn value(&self) -> &[u8] {
-        match self.value_source {
-            ValueSource::Saved => &self.saved_value,
-            ValueSource::Inner(offset) => self.inner.value().get(offset..).unwrap_or(&[]),
+        self.try_value().unwrap_or(&[])
+    }
+
+    /// The current value, or the error met reading it from its blob file. REQUIRES: `valid()`.
+    pub fn try_value(&self) -> Result<&[u8]> {
+        let reference = match self.value_source {
+            ValueSource::Saved => return Ok(&self.saved_value),
+            ValueSource::Inner(offset) => {
+                return Ok(self.inner.value().get(offset..).unwrap_or(&[]))
+            }
+            ValueSource::InnerBlob(offset) => self.inner.value().get(offset..).unwrap_or(&[]),
+            ValueSource::SavedBlob => &self.saved_value,
+        };
+        let read = self.blob_value.get_or_init(|| {
+            self.ctx
+                .resolve(&self.saved_key, ValueKind::BlobIndex, reference)
+        });
+        match read {
+            Ok(v) => Ok(v),
+            Err(e) => Err(e.duplicate()),
         }
     }
 
     /// The first error met; `Ok` if iteration ended because the data (or the bounds) ended.
+    /// Includes a failure to read the current value from its blob file.
     pub fn status(&self) -> Result<()> {
+        if let Some(Err(e)) = self.blob_value.get() {
+            return Err(e.duplicate());
+        }
         match &self.error {
             Some(e) => Err(e.duplicate()),
             None => self.inner.status(),
@@ -271,6 +339,7 @@ impl DbIterator {
     /// key that resolves to nothing.
     fn find_next_user_entry(&mut self, mut skip: Option<Vec<u8>>) {
         self.valid = false;
+        self.blob_value = std::sync::OnceLock::new();
         while self.inner.valid() {
             let Some(parsed) = parse_internal_key(self.inner.key()) else {
                 self.corrupt_key();
@@ -298,18 +367,29 @@ impl DbIterator {
                     self.valid = true;
                     return;
                 }
-                ValueKind::ExpiringValue => match split_expiring(self.inner.value()) {
-                    Some((expiry, _)) if !self.ctx.expired(expiry) => {
-                        self.value_source = ValueSource::Inner(EXPIRY_PREFIX_LEN);
-                        self.valid = true;
-                        return;
+                ValueKind::BlobIndex => {
+                    self.value_source = ValueSource::InnerBlob(0);
+                    self.valid = true;
+                    return;
+                }
+                ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
+                    match split_expiring(self.inner.value()) {
+                        Some((expiry, _)) if !self.ctx.expired(expiry) => {
+                            self.value_source = if parsed.kind.is_blob() {
+                                ValueSource::InnerBlob(EXPIRY_PREFIX_LEN)
+                            } else {
+                                ValueSource::Inner(EXPIRY_PREFIX_LEN)
+                            };
+                            self.valid = true;
+                            return;
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.corrupt_value();
+                            return;
+                        }
                     }
-                    Some(_) => {}
-                    None => {
-                        self.corrupt_value();
-                        return;
-                    }
-                },
+                }
                 ValueKind::Deletion => {}
                 ValueKind::Merge => {
                     if self.collect_forward_merge() {
@@ -355,13 +435,30 @@ impl DbIterator {
             }
             match parsed.kind {
                 ValueKind::Merge => operands.push(self.inner.value().to_vec()),
-                ValueKind::Value => {
-                    base = Some(self.inner.value().to_vec());
+                ValueKind::Value | ValueKind::BlobIndex => {
+                    match self
+                        .ctx
+                        .resolve(&self.saved_key, parsed.kind, self.inner.value())
+                    {
+                        Ok(v) => base = Some(v),
+                        Err(e) => {
+                            self.fail(e);
+                            return false;
+                        }
+                    }
                     break;
                 }
-                ValueKind::ExpiringValue => {
+                ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                     match split_expiring(self.inner.value()) {
-                        Some((expiry, v)) if !self.ctx.expired(expiry) => base = Some(v.to_vec()),
+                        Some((expiry, v)) if !self.ctx.expired(expiry) => {
+                            match self.ctx.resolve(&self.saved_key, parsed.kind, v) {
+                                Ok(v) => base = Some(v),
+                                Err(e) => {
+                                    self.fail(e);
+                                    return false;
+                                }
+                            }
+                        }
                         Some(_) => {}
                         None => {
                             self.corrupt_value();
@@ -398,9 +495,12 @@ impl DbIterator {
     /// over whole user keys until one resolves to a value.
     fn find_prev_user_entry(&mut self) {
         self.valid = false;
+        self.blob_value = std::sync::OnceLock::new();
         // State of the key being assembled, applied oldest entry first.
         let mut current: Option<Vec<u8>> = None;
+        // The stored base value (after any expiry), and whether it is a blob reference.
         let mut base: Option<Vec<u8>> = None;
+        let mut base_is_blob = false;
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut deleted = true;
         while self.inner.valid() {
@@ -429,16 +529,18 @@ impl DbIterator {
                         operands.clear();
                         deleted = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::BlobIndex => {
                         base = Some(self.inner.value().to_vec());
+                        base_is_blob = parsed.kind.is_blob();
                         operands.clear();
                         deleted = false;
                     }
-                    ValueKind::ExpiringValue => {
+                    ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                         operands.clear();
                         match split_expiring(self.inner.value()) {
                             Some((expiry, v)) if !self.ctx.expired(expiry) => {
                                 base = Some(v.to_vec());
+                                base_is_blob = parsed.kind.is_blob();
                                 deleted = false;
                             }
                             Some(_) => {
@@ -465,9 +567,24 @@ impl DbIterator {
         if deleted && operands.is_empty() {
             return;
         }
+        let mut source = ValueSource::Saved;
         let value = if operands.is_empty() {
+            if base_is_blob && base.is_some() {
+                source = ValueSource::SavedBlob;
+            }
             base.unwrap_or_default()
         } else {
+            if base_is_blob {
+                if let Some(reference) = base.take() {
+                    match self.ctx.resolve(&key, ValueKind::BlobIndex, &reference) {
+                        Ok(v) => base = Some(v),
+                        Err(e) => {
+                            self.fail(e);
+                            return;
+                        }
+                    }
+                }
+            }
             let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
             match self.ctx.merge(&key, base.as_deref(), &refs) {
                 Ok(v) => v,
@@ -479,7 +596,7 @@ impl DbIterator {
         };
         self.saved_key = key;
         self.saved_value = value;
-        self.value_source = ValueSource::Saved;
+        self.value_source = source;
         self.valid = true;
     }
 }
@@ -546,6 +663,9 @@ mod tests {
                         s.extend_from_slice(&v);
                         value = Some(s);
                     }
+                    ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex => {
+                        panic!("the model writes no blob references")
+                    }
                 }
             }
             if let Some(v) = value {
@@ -596,6 +716,7 @@ mod tests {
                 sequence: seq,
                 now_micros: now,
                 merge_operator: Some(Arc::new(ModelAppend)),
+                blobs: None,
             };
             let mut it = DbIterator::new(
                 Box::new(VecIterator::new(entries, icmp.clone())),
@@ -688,6 +809,7 @@ mod tests {
             sequence: 10,
             now_micros: 0,
             merge_operator: None,
+            blobs: None,
         };
         let mut it = DbIterator::new(
             Box::new(VecIterator::new(entries, icmp)),
