@@ -199,7 +199,11 @@ impl WriteBatch {
     /// with its expiry prefix for an expiring one). For the write path, which replaces large
     /// values by references.
     pub(crate) fn push_stored(&mut self, kind: ValueKind, key: &[u8], stored: &[&[u8]]) {
-        self.push_record(kind, key, stored);
+        if kind == ValueKind::Deletion {
+            self.push_record(kind, key, &[]);
+        } else {
+            self.push_record(kind, key, stored);
+        }
     }
 
     /// True if some record is a plain (non-expiring) value.

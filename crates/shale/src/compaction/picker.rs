@@ -29,6 +29,11 @@
 //!   dropped and the file disappears. Otherwise it compacts into the next level as usual. An
 //!   expiry compaction is never a trivial move. The caller passes `now`, which keeps the picker
 //!   pure.
+//! - Blob garbage collection: when nothing above is due, a table whose oldest referenced blob
+//!   file ([`FileMetaData::oldest_blob_file`]) has reached `blob_garbage_collection_threshold`
+//!   is compacted the same way as an expired file (shallowest first, never a trivial move); the
+//!   job relocates the values it still references out of every such blob file, so the output no
+//!   longer names it and the pick does not repeat.
 //!
 //! Thread-safety: [`Compaction`] is owned by the job that runs it.
 
@@ -92,11 +97,33 @@ pub fn first_expired_file(
     })
 }
 
+/// The shallowest table whose oldest referenced blob file is due for garbage collection (its
+/// garbage ratio reached `blob_garbage_collection_threshold`), with its level. Compacting it
+/// relocates its live values out of that file, so cold tables never pin garbage for ever.
+pub fn first_blob_collection_file(
+    version: &Version,
+    opts: &Options,
+) -> Option<(usize, Arc<FileMetaData>)> {
+    let due = version.blob_files_due_for_collection(opts.blob_garbage_collection_threshold);
+    if due.is_empty() {
+        return None;
+    }
+    (0..NUM_LEVELS).find_map(|level| {
+        version
+            .files(level)
+            .iter()
+            .find(|f| f.oldest_blob_file != 0 && due.contains(&f.oldest_blob_file))
+            .map(|f| (level, Arc::clone(f)))
+    })
+}
+
 /// True if [`pick_compaction`] would return a compaction at `now_micros`: some level scores 1
-/// or more, or some file's entries have all expired.
+/// or more, some file's entries have all expired, or some table pins a blob file due for
+/// garbage collection.
 pub fn needs_compaction(version: &Version, opts: &Options, now_micros: u64) -> bool {
     level_scores(version, opts).iter().any(|&s| s >= 1.0)
         || first_expired_file(version, now_micros).is_some()
+        || first_blob_collection_file(version, opts).is_some()
 }
 
 /// The earliest time (microseconds since the Unix epoch) at which a file of `version` will have
@@ -122,6 +149,10 @@ pub fn pick_compaction(
 ) -> Option<Compaction> {
     pick_size_compaction(version, opts, compact_pointers)
         .or_else(|| pick_expiry_compaction(version, opts, now_micros))
+        .or_else(|| {
+            let (level, file) = first_blob_collection_file(version, opts)?;
+            pick_file_compaction(version, opts, level, file, CompactionReason::BlobCollection)
+        })
 }
 
 /// The expiry compaction for the first file whose entries have all expired at `now_micros`.
@@ -131,6 +162,18 @@ fn pick_expiry_compaction(
     now_micros: u64,
 ) -> Option<Compaction> {
     let (level, file) = first_expired_file(version, now_micros)?;
+    pick_file_compaction(version, opts, level, file, CompactionReason::Expired)
+}
+
+/// A compaction picked for one file's own sake (expiry, blob garbage collection): the file with
+/// what must join it, into the next level, or into its own level when nothing below overlaps.
+fn pick_file_compaction(
+    version: &Arc<Version>,
+    opts: &Options,
+    level: usize,
+    file: Arc<FileMetaData>,
+    reason: CompactionReason,
+) -> Option<Compaction> {
     // Expiry picks are not part of the round-robin: their pointer updates go nowhere.
     let mut scratch: [Vec<u8>; NUM_LEVELS] = Default::default();
     let mut c = if level == 0 {
@@ -162,7 +205,7 @@ fn pick_expiry_compaction(
             )
         }
     };
-    c.reason = CompactionReason::Expired;
+    c.reason = reason;
     Some(c)
 }
 
@@ -420,6 +463,8 @@ pub enum CompactionReason {
     Manual,
     /// A file's entries have all expired.
     Expired,
+    /// A table pins a blob file due for garbage collection.
+    BlobCollection,
 }
 
 /// One compaction: the files to merge from `level` and `level + 1`, and the state the job
@@ -504,8 +549,10 @@ impl Compaction {
     /// Never for an expiry compaction, whose point is to rewrite the file without its expired
     /// entries.
     pub fn is_trivial_move(&self) -> bool {
-        self.reason != CompactionReason::Expired
-            && self.output_level == self.level + 1
+        !matches!(
+            self.reason,
+            CompactionReason::Expired | CompactionReason::BlobCollection
+        ) && self.output_level == self.level + 1
             && self.inputs[0].len() == 1
             && self.inputs[1].is_empty()
             && total_file_size(&self.grandparents) <= self.max_grandparent_overlap_bytes
