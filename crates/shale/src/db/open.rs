@@ -15,7 +15,7 @@ use crate::blob::BlobCache;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{
-    current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
+    blob_file_name, current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
 };
 use crate::key::InternalKeyComparator;
 use crate::memtable::MemTable;
@@ -116,6 +116,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     let wal_number = versions.new_file_number();
     edit.log_number = Some(wal_number);
     versions.set_last_sequence(last_sequence);
+    sync_blob_files(&options, dir, &edit)?;
     versions.log_and_apply(edit)?;
     let wal_path = wal_file_name(dir, wal_number);
     let wal = LogWriter::new(
@@ -157,6 +158,20 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     }
     inner.work_available.notify_all();
     Ok(Db { inner, threads })
+}
+
+/// Makes the blob files `edit` records durable, with their directory entries. The tables a
+/// recovery (or repair) writes reference blob records that the process which wrote them may
+/// never have synced (its newest WAL was not synced either); once the edit retires that WAL,
+/// the references must not outlive the bytes they point at.
+pub(crate) fn sync_blob_files(options: &Options, dir: &Path, edit: &VersionEdit) -> Result<()> {
+    if edit.blob_files.is_empty() {
+        return Ok(());
+    }
+    for &(number, _) in &edit.blob_files {
+        options.fs.sync_file(&blob_file_name(dir, number))?;
+    }
+    options.fs.sync_dir(dir)
 }
 
 /// Everything a [`DbInner`] is made of.

@@ -260,6 +260,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let log_number = versions.new_file_number();
     edit.log_number = Some(log_number);
     versions.set_last_sequence(last_sequence);
+    super::open::sync_blob_files(options, dir, &edit)?;
     versions.log_and_apply(edit)?;
 
     // Keep damaged files for forensics; every other old table and WAL is now obsolete.

@@ -92,6 +92,16 @@ pub trait Fs: Send + Sync + 'static {
     fn remove_dir(&self, dir: &Path) -> Result<()>;
     /// Makes the entries of `dir` durable (creations, renames, removals).
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes the contents of an existing file durable without a handle from [`Fs::create`]
+    /// (as `fsync` on a newly opened descriptor does on POSIX). Recovery uses it for blob files
+    /// written by a process that ended before syncing them. The default refuses: a filesystem
+    /// must say how it does this.
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        Err(crate::Error::InvalidArgument(format!(
+            "this filesystem cannot sync {} by name",
+            path.display()
+        )))
+    }
     /// Takes an exclusive lock on `path` (created if missing); fails with
     /// [`crate::Error::Locked`] if another process or handle holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;

@@ -427,6 +427,11 @@ impl Fs for PosixFs {
         file.sync_all().map_err(|e| Error::io("sync dir", dir, e))
     }
 
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        file.sync_data().map_err(|e| Error::io("sync", path, e))
+    }
+
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         let file = OpenOptions::new()
             .read(true)

@@ -135,6 +135,10 @@ pub struct DbIterator {
     value_source: ValueSource,
     /// The value read from a blob file for the current position, once asked for.
     blob_value: std::sync::OnceLock<std::result::Result<Vec<u8>, Error>>,
+    /// The first failure to read a value from its blob file, kept until the next seek: it
+    /// makes the iterator invalid and is reported by `status`, like any other error, even
+    /// after the position moves.
+    blob_error: std::sync::OnceLock<Error>,
     error: Option<Error>,
     /// Keeps alive what the inner iterators read from (memtables, the version's files).
     _pin: Box<dyn Send + Sync>,
@@ -159,6 +163,7 @@ impl DbIterator {
             saved_value: Vec::new(),
             value_source: ValueSource::Saved,
             blob_value: std::sync::OnceLock::new(),
+            blob_error: std::sync::OnceLock::new(),
             error: None,
             _pin: pin,
         }
@@ -169,9 +174,10 @@ impl DbIterator {
         &self.ctx.user_cmp
     }
 
-    /// True when positioned at a key.
+    /// True when positioned at a key (false once a value could not be read from its blob
+    /// file; `status` then says why).
     pub fn valid(&self) -> bool {
-        self.valid
+        self.valid && self.blob_error.get().is_none()
     }
 
     /// The current key. REQUIRES: `valid()`.
@@ -203,14 +209,17 @@ impl DbIterator {
         });
         match read {
             Ok(v) => Ok(v),
-            Err(e) => Err(e.duplicate()),
+            Err(e) => {
+                let _ = self.blob_error.set(e.duplicate());
+                Err(e.duplicate())
+            }
         }
     }
 
     /// The first error met; `Ok` if iteration ended because the data (or the bounds) ended.
     /// Includes a failure to read the current value from its blob file.
     pub fn status(&self) -> Result<()> {
-        if let Some(Err(e)) = self.blob_value.get() {
+        if let Some(e) = self.blob_error.get() {
             return Err(e.duplicate());
         }
         match &self.error {
@@ -222,6 +231,7 @@ impl DbIterator {
     /// Positions at the first key (at or after the lower bound).
     pub fn seek_to_first(&mut self) {
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
         match self.lower.clone() {
             Some(lower) => self.inner.seek(&make_internal_key(
@@ -237,6 +247,7 @@ impl DbIterator {
     /// Positions at the last key (before the upper bound).
     pub fn seek_to_last(&mut self) {
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
         match self.upper.clone() {
             Some(upper) => self.inner.seek_for_prev(&make_internal_key(
@@ -252,6 +263,7 @@ impl DbIterator {
     /// Positions at the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
         let target = match &self.lower {
             Some(lower) if self.ctx.user_cmp.compare(target, lower) == Ordering::Less => {
@@ -276,6 +288,7 @@ impl DbIterator {
             }
         }
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
         // The smallest trailer sorts last among the target's entries.
         self.inner
@@ -285,7 +298,7 @@ impl DbIterator {
 
     /// Moves to the next key. REQUIRES: `valid()`.
     pub fn next(&mut self) {
-        if !self.valid {
+        if !self.valid() {
             return;
         }
         if self.direction == Direction::Reverse {
@@ -302,7 +315,7 @@ impl DbIterator {
 
     /// Moves to the previous key. REQUIRES: `valid()`.
     pub fn prev(&mut self) {
-        if !self.valid {
+        if !self.valid() {
             return;
         }
         if self.direction == Direction::Forward {
