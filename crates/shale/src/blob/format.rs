@@ -47,8 +47,9 @@ impl BlobRef {
     }
 
     /// Decodes a reference that makes up all of `src`; `None` if malformed, if bytes follow it,
-    /// or if it cannot describe a record (shorter than a record header, starting inside the
-    /// file header, or ending past `u64::MAX`).
+    /// if a varint is not in its shortest form (so one reference has one encoding), or if it
+    /// cannot describe a record (shorter than a record header, starting inside the file header,
+    /// or ending past `u64::MAX`).
     pub fn decode(src: &[u8]) -> Option<BlobRef> {
         let mut d = Decoder::new(src);
         let r = BlobRef {
@@ -59,7 +60,8 @@ impl BlobRef {
         let plausible = d.is_empty()
             && r.offset >= BLOB_HEADER_LEN as u64
             && r.length >= RECORD_HEADER_LEN as u64
-            && r.offset.checked_add(r.length).is_some();
+            && r.offset.checked_add(r.length).is_some()
+            && r.encode() == src;
         plausible.then_some(r)
     }
 }
@@ -215,6 +217,7 @@ mod tests {
         );
         assert!(BlobRef::decode(&[1, 20, 30, 0]).is_none(), "trailing bytes");
         assert!(BlobRef::decode(&[1, 20, 30]).is_some());
+        assert!(BlobRef::decode(&[1, 0x94, 0x00, 30]).is_none(), "overlong varint");
         assert!(check_header(&encode_header(3), 3).expect("valid"));
         assert!(check_header(&encode_header(3), 4).is_err());
         let mut v2 = encode_header(3);
