@@ -164,6 +164,11 @@ mod tests {
         let crc = mask_crc(crc32c(&[
             0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, b'k', b'v', b'v',
         ]));
+        assert_eq!(
+            crc.to_le_bytes(),
+            [0xd8, 0xe0, 0xe9, 0x3d],
+            "as in docs/format/blob.md"
+        );
         let mut expected = crc.to_le_bytes().to_vec();
         expected.extend_from_slice(&[
             0x00, // type raw
@@ -217,7 +222,10 @@ mod tests {
         );
         assert!(BlobRef::decode(&[1, 20, 30, 0]).is_none(), "trailing bytes");
         assert!(BlobRef::decode(&[1, 20, 30]).is_some());
-        assert!(BlobRef::decode(&[1, 0x94, 0x00, 30]).is_none(), "overlong varint");
+        assert!(
+            BlobRef::decode(&[1, 0x94, 0x00, 30]).is_none(),
+            "overlong varint"
+        );
         assert!(check_header(&encode_header(3), 3).expect("valid"));
         assert!(check_header(&encode_header(3), 4).is_err());
         let mut v2 = encode_header(3);

@@ -40,6 +40,24 @@ impl PosixFs {
     }
 }
 
+/// Writes all of `first` then all of `second` with as few `writev` calls as the kernel allows.
+fn write_all_vectored(file: &mut File, first: &[u8], second: &[u8]) -> std::io::Result<()> {
+    let (mut first, mut second) = (first, second);
+    while !first.is_empty() || !second.is_empty() {
+        let parts = [std::io::IoSlice::new(first), std::io::IoSlice::new(second)];
+        let n = match file.write_vectored(&parts) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let from_first = n.min(first.len());
+        first = first.get(from_first..).unwrap_or(&[]);
+        second = second.get(n - from_first..).unwrap_or(&[]);
+    }
+    Ok(())
+}
+
 struct PosixWritable {
     path: PathBuf,
     file: Option<File>,
@@ -73,6 +91,17 @@ impl PosixWritable {
 
 impl WritableFile for PosixWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
+        if data.len() >= WRITE_BUFFER_BYTES && !self.buffer.is_empty() {
+            // A large append after small ones (a blob record's header, then its value): one
+            // system call for both.
+            let buffer = std::mem::take(&mut self.buffer);
+            let result = write_all_vectored(self.file("write")?, &buffer, data);
+            self.buffer = buffer;
+            self.buffer.clear();
+            result.map_err(|e| Error::io("write", &self.path, e))?;
+            self.len += data.len() as u64;
+            return Ok(());
+        }
         if self.buffer.len() + data.len() > WRITE_BUFFER_BYTES {
             self.write_buffer()?;
         }

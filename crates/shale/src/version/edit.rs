@@ -534,6 +534,53 @@ mod tests {
     }
 
     #[test]
+    fn golden_bytes_with_blob_files() {
+        let mut e = VersionEdit::default();
+        e.add_file(
+            1,
+            FileMetaData {
+                number: 9,
+                file_size: 300,
+                smallest: b"a\x04\x05\0\0\0\0\0\0".to_vec(),
+                largest: b"b\x04\x06\0\0\0\0\0\0".to_vec(),
+                smallest_seqno: 5,
+                largest_seqno: 6,
+                num_entries: 2,
+                num_deletions: 0,
+                max_expiry_micros: 0,
+                has_permanent_entries: true,
+                oldest_blob_file: 4,
+            },
+        );
+        e.add_blob_bytes(8, 2000);
+        e.add_blob_garbage(4, 1000);
+        #[rustfmt::skip]
+        let expected: Vec<u8> = vec![
+            7, 1, 9, 0xac, 0x02,                     // new file level 1, number 9, size 300
+            9, b'a', 4, 5, 0, 0, 0, 0, 0, 0,         //   smallest "a"@5 BlobIndex
+            9, b'b', 4, 6, 0, 0, 0, 0, 0, 0,         //   largest  "b"@6 BlobIndex
+            5, 6, 2, 0,                              //   seqnos 5..6, 2 entries, 0 deletions
+            9, 8, 0xd0, 0x0f,                        // blob file 8: 2000 bytes added
+            10, 4, 0xe8, 0x07,                       // blob file 4: 1000 bytes of garbage
+            11, 9, 4,                                // table 9 references blob files from 4
+        ];
+        assert_eq!(e.encode(), expected);
+        assert_eq!(VersionEdit::decode(&expected).expect("decode"), e);
+        assert_eq!(
+            doc_golden_section_bytes("## Golden example with blob files"),
+            expected,
+            "docs/format/manifest.md is out of date"
+        );
+        // Tag 11 must name a table the edit adds.
+        assert!(VersionEdit::decode(&[11, 9, 4]).is_err());
+        // Repeated additions for one blob file merge.
+        let mut twice = VersionEdit::default();
+        twice.add_blob_bytes(3, 10);
+        twice.add_blob_bytes(3, 5);
+        assert_eq!(twice.blob_files, vec![(3, 15)]);
+    }
+
+    #[test]
     fn expiry_fields_must_name_a_new_file_of_the_edit() {
         // Before its new_file, in any order: accepted.
         let mut e = VersionEdit::default();
