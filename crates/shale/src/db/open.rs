@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::filename::{
     blob_file_name, current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
 };
+use crate::iter::InternalIterator;
 use crate::key::InternalKeyComparator;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -116,7 +117,6 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     let wal_number = versions.new_file_number();
     edit.log_number = Some(wal_number);
     versions.set_last_sequence(last_sequence);
-    sync_blob_files(&options, dir, &edit)?;
     versions.log_and_apply(edit)?;
     let wal_path = wal_file_name(dir, wal_number);
     let wal = LogWriter::new(
@@ -160,10 +160,11 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     Ok(Db { inner, threads })
 }
 
-/// Makes the blob files `edit` records durable, with their directory entries. The tables a
-/// recovery (or repair) writes reference blob records that the process which wrote them may
-/// never have synced (its newest WAL was not synced either); once the edit retires that WAL,
-/// the references must not outlive the bytes they point at.
+/// Makes the blob files `edit` records durable, with their directory entries. The tables repair
+/// writes reference blob records that the process which wrote them may never have synced;
+/// once the repair's edit retires the WALs, the references must not outlive the bytes they
+/// point at. (Recovery copies such values instead, see `Replay::flush_recovered`, because a
+/// sync cannot revive bytes an earlier failed sync lost; repair salvages what is there.)
 pub(crate) fn sync_blob_files(options: &Options, dir: &Path, edit: &VersionEdit) -> Result<()> {
     if edit.blob_files.is_empty() {
         return Ok(());
@@ -409,6 +410,11 @@ impl Replay<'_> {
         Ok(())
     }
 
+    /// Writes `mem` to a level-0 table recorded in `edit`. The values its blob references
+    /// point at are copied into a new blob file, synced before the table, and the table
+    /// references the copies: the replayed WALs' blob files may hold bytes an earlier failed
+    /// sync left in the page cache only (such bytes never become durable, whoever syncs them
+    /// later), and the edit that retires those WALs must not leave tables pointing at them.
     fn flush_recovered(
         &self,
         mem: &Arc<MemTable>,
@@ -416,12 +422,41 @@ impl Replay<'_> {
         edit: &mut VersionEdit,
     ) -> Result<()> {
         let number = versions.new_file_number();
-        let mut iter = mem.iter();
-        crate::iter::InternalIterator::seek_to_first(&mut iter);
+        let blob_number = versions.new_file_number();
+        let mut iter = BlobCopier {
+            inner: mem.iter(),
+            cache: self.blob_cache,
+            fs: self.options.fs.as_ref(),
+            dir: self.dir,
+            number: blob_number,
+            writer: None,
+            value: None,
+            error: None,
+        };
+        iter.seek_to_first();
         let mut blobs = super::background::BlobTally::new();
-        if let Some(meta) =
-            super::background::build_table(self.dir, self.options, number, &mut iter, &mut blobs)?
-        {
+        let built =
+            super::background::build_table(self.dir, self.options, number, &mut iter, &mut blobs);
+        let built = built.and_then(|meta| {
+            iter.status()?;
+            if let Some(w) = iter.writer.as_mut() {
+                w.flush()?;
+                w.sync(self.options.fs.as_ref())?;
+                w.close()?;
+            }
+            Ok(meta)
+        });
+        let meta = match built {
+            Ok(meta) => meta,
+            Err(e) => {
+                let _ = self
+                    .options
+                    .fs
+                    .remove(&blob_file_name(self.dir, blob_number));
+                return Err(e);
+            }
+        };
+        if let Some(meta) = meta {
             self.options.fs.sync_dir(self.dir)?;
             edit.add_file(0, meta);
             for (blob, bytes) in blobs {
@@ -429,6 +464,104 @@ impl Replay<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Walks a recovered memtable for a flush, copying every value a blob reference points at into
+/// a new blob file and presenting the entry with a reference to the copy.
+struct BlobCopier<'a> {
+    inner: crate::memtable::MemTableIterator,
+    cache: &'a BlobCache,
+    fs: &'a dyn crate::env::Fs,
+    dir: &'a Path,
+    number: u64,
+    writer: Option<crate::blob::BlobFileWriter>,
+    /// The current entry's rewritten stored value, when it holds a blob reference.
+    value: Option<Vec<u8>>,
+    error: Option<Error>,
+}
+
+impl BlobCopier<'_> {
+    fn copy_current(&mut self) {
+        self.value = None;
+        if self.error.is_some() || !self.inner.valid() {
+            return;
+        }
+        let Some(p) = crate::key::parse_internal_key(self.inner.key()) else {
+            return;
+        };
+        let Some(r) = blob_ref_of(p.kind, self.inner.value()) else {
+            return;
+        };
+        let copied = (|| -> Result<Vec<u8>> {
+            let value = self.cache.read(Some(p.user_key), &r)?;
+            if self.writer.is_none() {
+                self.writer = Some(crate::blob::BlobFileWriter::create(
+                    self.fs,
+                    self.dir,
+                    self.number,
+                )?);
+            }
+            let Some(w) = self.writer.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            let moved = w.add(p.user_key, &value)?;
+            let mut stored = Vec::with_capacity(40);
+            if p.kind.is_expiring() {
+                stored.extend_from_slice(self.inner.value().get(..8).unwrap_or(&[]));
+            }
+            moved.encode_to(&mut stored);
+            Ok(stored)
+        })();
+        match copied {
+            Ok(stored) => self.value = Some(stored),
+            Err(e) => self.error = Some(e),
+        }
+    }
+}
+
+impl InternalIterator for BlobCopier<'_> {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.inner.valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+        self.copy_current();
+    }
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last();
+        self.copy_current();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+        self.copy_current();
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.inner.seek_for_prev(target);
+        self.copy_current();
+    }
+    fn next(&mut self) {
+        self.inner.next();
+        self.copy_current();
+    }
+    fn prev(&mut self) {
+        self.inner.prev();
+        self.copy_current();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        match &self.value {
+            Some(v) => v,
+            None => self.inner.value(),
+        }
+    }
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => self.inner.status(),
+        }
     }
 }
 
