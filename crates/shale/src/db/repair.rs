@@ -4,6 +4,11 @@
 //!
 //! Rewriting everything (instead of reusing intact tables) keeps the result correct even when
 //! salvaged tables would otherwise overlap in ways the level invariants forbid.
+//!
+//! Blob files stay where they are and are never rewritten: an entry keeps its blob reference
+//! when the record it names reads back intact (else the entry is dropped and reported), and the
+//! new manifest records each blob file with the bytes the new tables reference. The blob files
+//! are synced before that manifest edit; unreferenced ones are deleted at the next open.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
