@@ -416,3 +416,17 @@ fn synced_writes_sync_their_blob_file_and_survive_reopen() {
         assert_eq!(db.get(key(i)).expect("get"), Some(big("s", i)));
     }
 }
+
+#[test]
+fn callers_cannot_write_blob_references() {
+    let fs = MemFs::new();
+    let db = Db::open(Path::new("/db"), options(&fs)).expect("open");
+    // A batch holding a BlobIndex (kind 4) record: key "k", reference to file 1, offset 20.
+    let mut data = vec![0u8; 12];
+    data[8] = 1; // count
+    data.extend_from_slice(&[4, 1, b'k', 3, 1, 20, 30]);
+    let batch =
+        shale::WriteBatch::from_data(data, Path::new("/crafted"), 0).expect("a valid encoding");
+    assert!(matches!(db.write(batch), Err(Error::InvalidArgument(_))));
+    assert_eq!(db.get(b"k").expect("get"), None);
+}

@@ -976,6 +976,59 @@ mod tests {
     }
 
     #[test]
+    fn a_table_pinning_a_blob_file_due_for_collection_is_compacted() {
+        let pinning = |f: Arc<FileMetaData>, blob: u64| {
+            let mut f = (*f).clone();
+            f.oldest_blob_file = blob;
+            Arc::new(f)
+        };
+        let last = NUM_LEVELS - 1;
+        let mut v = version(vec![
+            (last, pinning(file(1, "a", "b", 100), 50)),
+            (last, pinning(file(2, "c", "d", 100), 60)),
+        ]);
+        let blobs = |garbage_of_60: u64| {
+            let mut m = std::collections::BTreeMap::new();
+            m.insert(
+                50,
+                crate::version::BlobFileMeta {
+                    total_bytes: 1000,
+                    garbage_bytes: 100,
+                },
+            );
+            m.insert(
+                60,
+                crate::version::BlobFileMeta {
+                    total_bytes: 1000,
+                    garbage_bytes: garbage_of_60,
+                },
+            );
+            m
+        };
+        v = v.with_blob_files(blobs(400));
+        let v = Arc::new(v);
+        assert!(!needs_compaction(&v, &opts(), 0), "below the 0.5 threshold");
+        assert!(pick_compaction(&v, &opts(), &mut no_pointers(), 0).is_none());
+        let v = Arc::new(
+            version(vec![
+                (last, pinning(file(1, "a", "b", 100), 50)),
+                (last, pinning(file(2, "c", "d", 100), 60)),
+            ])
+            .with_blob_files(blobs(500)),
+        );
+        assert!(needs_compaction(&v, &opts(), 0));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("blob collection");
+        assert_eq!(c.reason, CompactionReason::BlobCollection);
+        assert_eq!(numbers(&c.inputs[0]), vec![2]);
+        assert_eq!(
+            (c.level, c.output_level()),
+            (last, last),
+            "nothing below: in place"
+        );
+        assert!(!c.is_trivial_move());
+    }
+
+    #[test]
     fn expired_file_in_the_last_level_compacts_into_itself() {
         let last = NUM_LEVELS - 1;
         let v = Arc::new(version(vec![

@@ -98,7 +98,7 @@ pub struct DbStats {
     pub compactions: u64,
     /// Tables moved down a level without rewriting.
     pub trivial_moves: u64,
-    /// Bytes written to tables and WALs for each byte of user data.
+    /// Bytes written to tables, WALs and blob files for each byte of user data.
     pub write_amplification: f64,
     /// Writes delayed by a level-0 slowdown.
     pub slowdowns: u64,
@@ -192,7 +192,9 @@ impl DbInner {
             write_amplification: if user == 0 {
                 0.0
             } else {
-                (table_bytes + wal) as f64 / user as f64
+                (table_bytes + wal + load(&c.blob_bytes_written) + load(&c.blob_bytes_relocated))
+                    as f64
+                    / user as f64
             },
             slowdowns: load(&c.slowdowns),
             stalls: load(&c.stalls),

@@ -179,6 +179,9 @@ impl DbInner {
         group.set_sequence(first);
         let mem = state.mem.clone();
         let blob_number = state.mem_wal_number;
+        // What the WAL and the memtable receive when values moved to a blob file; `group`
+        // itself stays as the user wrote it, for the statistics.
+        let mut separated: Option<WriteBatch> = None;
         let result = MutexGuard::unlocked(state, || -> Result<()> {
             if !disable_wal {
                 let mut wal = self.wal.lock();
@@ -186,10 +189,9 @@ impl DbInner {
                     return Err(Error::ShuttingDown);
                 };
                 let mut blob = self.blob_writer.lock();
-                if let Some(separated) = self.separate_values(&group, &mut blob, blob_number)? {
-                    group = separated;
-                }
-                log.add_record(group.data())?;
+                separated = self.separate_values(&group, &mut blob, blob_number)?;
+                let logged = separated.as_ref().unwrap_or(&group);
+                log.add_record(logged.data())?;
                 log.flush()?;
                 if sync {
                     // A synced WAL record must never name blob bytes that are not durable.
@@ -201,9 +203,9 @@ impl DbInner {
                 }
                 self.stats
                     .wal_bytes
-                    .fetch_add(group.data_size() as u64, Ordering::Relaxed);
+                    .fetch_add(logged.data_size() as u64, Ordering::Relaxed);
             }
-            group.insert_into(&mem)
+            separated.as_ref().unwrap_or(&group).insert_into(&mem)
         });
         match result {
             Ok(()) => {

@@ -806,6 +806,44 @@ mod tests {
     }
 
     #[test]
+    fn blob_files_survive_recovery_and_manifest_snapshots() {
+        let fs = MemFs::new();
+        let mut vs = fresh(&fs);
+        let mut edit = VersionEdit::default();
+        edit.add_file(0, meta(10, "a", "b", 100));
+        edit.add_blob_bytes(7, 1000);
+        edit.add_blob_bytes(8, 500);
+        vs.log_and_apply(edit).expect("apply");
+        let mut edit = VersionEdit::default();
+        edit.add_blob_garbage(7, 300);
+        edit.add_blob_garbage(8, 500); // all of it: file 8 leaves the version
+        vs.log_and_apply(edit).expect("apply");
+        let expected = vec![(
+            7,
+            BlobFileMeta {
+                total_bytes: 1000,
+                garbage_bytes: 300,
+            },
+        )];
+        let blobs = |v: &Version| {
+            v.blob_files()
+                .iter()
+                .map(|(n, m)| (*n, *m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(blobs(&vs.current()), expected);
+        let (mut vs, recovered) = reopen(&fs);
+        recovered.expect("recover");
+        assert_eq!(blobs(&vs.current()), expected, "replayed edit by edit");
+        assert!(vs.next_file_number() > 8);
+        // The next edit writes a new manifest whose snapshot carries the blob state.
+        vs.log_and_apply(VersionEdit::default()).expect("roll");
+        let (vs, recovered) = reopen(&fs);
+        recovered.expect("recover");
+        assert_eq!(blobs(&vs.current()), expected, "from the snapshot");
+    }
+
+    #[test]
     fn expiry_metadata_survives_recovery_and_manifest_snapshots() {
         let fs = MemFs::new();
         let mut vs = fresh(&fs);
