@@ -325,7 +325,14 @@ impl Range {
             self.finished = true;
             return None;
         }
-        let value = it.value().to_vec();
+        let value = match it.try_value() {
+            Ok(v) => v.to_vec(),
+            Err(e) => {
+                // A value that cannot be read from its blob file ends the iteration with the error.
+                self.finished = true;
+                return Some(Err(e));
+            }
+        };
         if from_front {
             self.front_last = Some(key.clone());
         } else {
