@@ -10,7 +10,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::format::{check_header, decode_record, BlobRef, BLOB_HEADER_LEN};
+use super::format::{
+    check_header, check_record_parts, record_lengths, BlobRef, BLOB_HEADER_LEN, RECORD_HEADER_LEN,
+};
 use crate::env::{Fs, RandomAccessFile};
 use crate::error::{Error, Result};
 use crate::filename::blob_file_name;
@@ -82,33 +84,28 @@ impl BlobCache {
                 ));
             }
         }
-        let length = usize::try_from(r.length).map_err(|_| {
-            Error::corruption(
-                path(),
-                r.offset,
-                "blob reference length does not fit in memory",
-            )
-        })?;
-        let mut record = vec![0u8; length];
-        file.read_exact_at(r.offset, &mut record)?;
-        let (key, value) =
-            decode_record(&record).map_err(|m| Error::corruption(path(), r.offset, m))?;
+        // The header and key first, then the value straight into the buffer returned: a large
+        // value is copied once.
+        let corrupt = |m: String| Error::corruption(path(), r.offset, m);
+        let mut header = [0u8; RECORD_HEADER_LEN];
+        file.read_exact_at(r.offset, &mut header)?;
+        let (key_len, value_len) = record_lengths(&header, r.length).map_err(corrupt)?;
+        let mut key = vec![0u8; key_len];
+        let key_at = r.offset + RECORD_HEADER_LEN as u64;
+        file.read_exact_at(key_at, &mut key)?;
+        let mut value = vec![0u8; value_len];
+        file.read_exact_at(key_at + key_len as u64, &mut value)?;
+        check_record_parts(&header, &key, &value).map_err(corrupt)?;
         if let Some(expected) = user_key {
             if key != expected {
-                return Err(Error::corruption(
-                    path(),
-                    r.offset,
-                    format!(
-                        "blob record holds key {:?}, but the reference belongs to {:?}",
-                        String::from_utf8_lossy(key),
-                        String::from_utf8_lossy(expected)
-                    ),
-                ));
+                return Err(corrupt(format!(
+                    "blob record holds key {:?}, but the reference belongs to {:?}",
+                    String::from_utf8_lossy(&key),
+                    String::from_utf8_lossy(expected)
+                )));
             }
         }
-        let start = record.len() - value.len();
-        record.drain(..start);
-        Ok(record)
+        Ok(value)
     }
 
     /// Forgets blob file `number` (it is being deleted or was rewritten).

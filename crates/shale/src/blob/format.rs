@@ -106,6 +106,44 @@ pub fn encode_record_header(key: &[u8], value: &[u8]) -> [u8; RECORD_HEADER_LEN]
     h
 }
 
+/// The key and value lengths a record header announces, checked to add up to the record's
+/// `length` (from its reference); the error says what is wrong.
+pub fn record_lengths(header: &[u8], length: u64) -> Result<(usize, usize), String> {
+    let header = header
+        .get(..RECORD_HEADER_LEN)
+        .ok_or_else(|| format!("blob record of {length} bytes is shorter than its header"))?;
+    let key_len = decode_fixed32(&header[5..]).unwrap_or(0) as u64;
+    let value_len = decode_fixed64(&header[9..]).unwrap_or(0);
+    let body = key_len.checked_add(value_len);
+    if body != length.checked_sub(RECORD_HEADER_LEN as u64) {
+        return Err(format!(
+            "blob record lengths (key {key_len}, value {value_len}) do not fill its {length} bytes"
+        ));
+    }
+    let key_len = usize::try_from(key_len).map_err(|_| "blob key length too large".to_string())?;
+    let value_len =
+        usize::try_from(value_len).map_err(|_| "blob value length too large".to_string())?;
+    Ok((key_len, value_len))
+}
+
+/// Checks a record read in parts (its header, key and value, whose lengths
+/// [`record_lengths`] gave): the crc over all of them and the type.
+pub fn check_record_parts(header: &[u8], key: &[u8], value: &[u8]) -> Result<(), String> {
+    let stored = decode_fixed32(header).map(unmask_crc).unwrap_or(0);
+    let after_crc = header.get(4..RECORD_HEADER_LEN).unwrap_or(&[]);
+    let actual = crc32c_extend(crc32c_extend(crc32c(after_crc), key), value);
+    if actual != stored {
+        return Err(format!(
+            "blob record checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"
+        ));
+    }
+    match after_crc.first() {
+        Some(&RECORD_TYPE_RAW) => Ok(()),
+        Some(kind) => Err(format!("unknown blob record type {kind}")),
+        None => Err("blob record header cut off".into()),
+    }
+}
+
 /// Decodes one whole record (exactly `record.len()` bytes) and returns `(key, value)`. Never
 /// panics; the error says what is wrong (the caller adds the file and offset).
 pub fn decode_record(record: &[u8]) -> Result<(&[u8], &[u8]), String> {
@@ -206,6 +244,16 @@ mod tests {
         for len in 0..r.len() {
             assert!(decode_record(&r[..len]).is_err());
         }
+        // Read in parts, as the blob cache does.
+        let (k, v) = record_lengths(&r, r.len() as u64).expect("lengths");
+        assert_eq!((k, v), (8, 100));
+        let (header, rest) = r.split_at(RECORD_HEADER_LEN);
+        let (key, value) = rest.split_at(k);
+        assert_eq!(check_record_parts(header, key, value), Ok(()));
+        assert!(record_lengths(&r, r.len() as u64 + 1).is_err());
+        let mut bad = value.to_vec();
+        bad[3] ^= 1;
+        assert!(check_record_parts(header, key, &bad).is_err());
     }
 
     #[test]
