@@ -430,3 +430,64 @@ fn callers_cannot_write_blob_references() {
     assert!(matches!(db.write(batch), Err(Error::InvalidArgument(_))));
     assert_eq!(db.get(b"k").expect("get"), None);
 }
+
+#[test]
+fn read_only_open_and_seeks_resolve_blob_values() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, options(&fs)).expect("open");
+    for i in 0..30 {
+        db.put(key(i), big("v", i)).expect("put");
+        if i == 15 {
+            db.flush().expect("flush");
+        }
+    }
+    drop(db); // half in a table, half only in the WAL (and its blob file)
+    let ro = Db::open_read_only(dir, options(&fs)).expect("read-only open");
+    assert_eq!(ro.get(key(20)).expect("get"), Some(big("v", 20)));
+    let mut it = ro.iter(ReadOptions {
+        lower_bound: Some(key(5)),
+        upper_bound: Some(key(25)),
+        ..ReadOptions::default()
+    });
+    it.seek(&key(10));
+    assert_eq!(it.key(), key(10).as_slice());
+    assert_eq!(it.try_value().expect("value"), big("v", 10).as_slice());
+    it.prev();
+    assert_eq!(it.try_value().expect("value"), big("v", 9).as_slice());
+    it.seek_for_prev(&key(29));
+    assert_eq!(it.key(), key(24).as_slice());
+    assert_eq!(it.try_value().expect("value"), big("v", 24).as_slice());
+    it.next();
+    assert!(!it.valid());
+    it.status().expect("status");
+    let back: Vec<_> = ro
+        .range(key(3)..key(7))
+        .rev()
+        .map(|r| r.expect("item").1)
+        .collect();
+    assert_eq!(back, (3..7).rev().map(|i| big("v", i)).collect::<Vec<_>>());
+}
+
+#[test]
+fn default_ttl_applies_to_separated_values() {
+    let fs = MemFs::new();
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = Db::open(
+        Path::new("/db"),
+        Options {
+            default_ttl: Some(Duration::from_secs(5)),
+            clock: clock.clone(),
+            ..options(&fs)
+        },
+    )
+    .expect("open");
+    db.put(b"k", big("ttl", 0)).expect("put");
+    db.flush().expect("flush");
+    assert_eq!(db.get(b"k").expect("get"), Some(big("ttl", 0)));
+    clock.advance(6 * SECOND);
+    assert_eq!(db.get(b"k").expect("get"), None);
+    db.compact_range(None, None).expect("compact");
+    db.wait_for_compactions().expect("wait");
+    assert_eq!(db.stats().blob_files, 0);
+}
