@@ -491,3 +491,42 @@ fn default_ttl_applies_to_separated_values() {
     db.wait_for_compactions().expect("wait");
     assert_eq!(db.stats().blob_files, 0);
 }
+
+#[test]
+fn concurrent_separated_puts_and_batches() {
+    let fs = MemFs::new();
+    let db = Arc::new(Db::open(Path::new("/db"), options(&fs)).expect("open"));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let k = format!("t{t}-{i:04}");
+                    if i % 3 == 0 {
+                        let mut b = shale::WriteBatch::new();
+                        b.put(&k, big("batch", i));
+                        b.put(format!("{k}-small"), b"s");
+                        db.write(b).expect("batch");
+                    } else {
+                        db.put(&k, big("put", i)).expect("put");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("writer");
+    }
+    for t in 0..4 {
+        for i in 0..200 {
+            let k = format!("t{t}-{i:04}");
+            let expected = if i % 3 == 0 {
+                big("batch", i)
+            } else {
+                big("put", i)
+            };
+            assert_eq!(db.get(&k).expect("get"), Some(expected), "{k}");
+        }
+    }
+    assert_eq!(db.stats().user_writes, 4 * (200 + 67));
+}

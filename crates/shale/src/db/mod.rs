@@ -186,6 +186,11 @@ impl Db {
         value: impl AsRef<[u8]>,
         options: &WriteOptions,
     ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let expiry = self.inner.default_expiry();
+        if let Some(done) = self.inner.put_separated(options, key, value, expiry) {
+            return done;
+        }
         let mut batch = WriteBatch::new();
         batch.put(key, value);
         self.inner.write(options, Some(batch))
@@ -199,8 +204,14 @@ impl Db {
         value: impl AsRef<[u8]>,
         ttl: std::time::Duration,
     ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let expiry = self.inner.expiry_after(ttl);
+        let options = WriteOptions::default();
+        if let Some(done) = self.inner.put_separated(&options, key, value, Some(expiry)) {
+            return done;
+        }
         let mut batch = WriteBatch::new();
-        batch.put_with_expiry(key, value, self.inner.expiry_after(ttl));
+        batch.put_with_expiry(key, value, expiry);
         self.inner.write(&WriteOptions::default(), Some(batch))
     }
 

@@ -38,6 +38,14 @@ pub(crate) struct LevelCounters {
 }
 
 impl Counters {
+    /// A put written without a batch (see `DbInner::put_separated`): counted as the batch of
+    /// one it stands for.
+    pub(crate) fn record_user_put(&self, key_and_value_bytes: usize) {
+        self.user_writes.fetch_add(1, Ordering::Relaxed);
+        self.user_bytes_written
+            .fetch_add(key_and_value_bytes as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_user_write(&self, batch: &WriteBatch) {
         self.user_writes
             .fetch_add(u64::from(batch.count()), Ordering::Relaxed);

@@ -260,35 +260,163 @@ impl DbInner {
                     continue;
                 }
             };
-            if blob.is_none() {
-                *blob = Some(BlobFileWriter::create(
-                    self.options.fs.as_ref(),
-                    &self.dir,
-                    number,
-                )?);
-            }
-            let Some(writer) = blob.as_mut() else {
-                return Err(Error::ShuttingDown);
-            };
-            let r = writer.add(entry.key, value)?;
-            reference.clear();
-            let kind = match expiry {
-                Some(e) => {
-                    reference.extend_from_slice(&e.to_le_bytes());
-                    ValueKind::ExpiringBlobIndex
-                }
-                None => ValueKind::BlobIndex,
-            };
-            r.encode_to(&mut reference);
+            let kind = self.append_blob(blob, number, entry.key, value, expiry, &mut reference)?;
             out.push_stored(kind, entry.key, &[&reference]);
-            self.stats
-                .blob_bytes_written
-                .fetch_add(r.length, Ordering::Relaxed);
         }
         if let Some(writer) = blob.as_mut() {
             writer.flush()?;
         }
         Ok(Some(out))
+    }
+
+    /// Appends `value` for `key` to the active blob file (creating it, numbered `number`, on
+    /// first use) and sets `stored` to the entry's stored value: the reference, after the
+    /// expiry if there is one. Returns the entry's kind. The bytes are not yet flushed.
+    fn append_blob(
+        &self,
+        blob: &mut Option<BlobFileWriter>,
+        number: u64,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<u64>,
+        stored: &mut Vec<u8>,
+    ) -> Result<ValueKind> {
+        if blob.is_none() {
+            *blob = Some(BlobFileWriter::create(
+                self.options.fs.as_ref(),
+                &self.dir,
+                number,
+            )?);
+        }
+        let Some(writer) = blob.as_mut() else {
+            return Err(Error::ShuttingDown);
+        };
+        let r = writer.add(key, value)?;
+        stored.clear();
+        let kind = match expiry {
+            Some(e) => {
+                stored.extend_from_slice(&e.to_le_bytes());
+                ValueKind::ExpiringBlobIndex
+            }
+            None => ValueKind::BlobIndex,
+        };
+        r.encode_to(stored);
+        self.stats
+            .blob_bytes_written
+            .fetch_add(r.length, Ordering::Relaxed);
+        Ok(kind)
+    }
+
+    /// A single put whose value goes to a blob file, written from the caller's buffer: the
+    /// value is never copied into a write batch (for a 100 KB value that copy, and its
+    /// allocation, are a noticeable share of the write). The writer waits for the head of the
+    /// queue like any other and then runs alone (a group never absorbs it, nor it a group).
+    /// `None` when the put does not qualify (separation off, a small value, `disable_wal`, a
+    /// limit exceeded: the batch path then applies and reports limits as always).
+    pub(crate) fn put_separated(
+        &self,
+        options: &WriteOptions,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<u64>,
+    ) -> Option<Result<()>> {
+        let min = self.options.min_blob_size?;
+        let batch_bytes = crate::batch::BATCH_HEADER_LEN
+            + 1
+            + crate::codec::varint_len(key.len() as u64)
+            + key.len()
+            + crate::codec::varint_len(value.len() as u64)
+            + value.len()
+            + expiry.map_or(0, |_| EXPIRY_PREFIX_LEN);
+        let qualifies = !self.read_only
+            && !options.disable_wal
+            && value.len() >= min
+            && key.len() <= crate::limits::MAX_KEY_BYTES
+            && value.len() <= crate::limits::MAX_VALUE_BYTES
+            && batch_bytes <= crate::limits::MAX_BATCH_BYTES;
+        if !qualifies {
+            return None;
+        }
+        let wake = Arc::new(Condvar::new());
+        let mut state = self.state.lock();
+        let id = state.next_writer_id;
+        state.next_writer_id += 1;
+        // No batch: no leader takes this writer into its group (a group ends at a writer
+        // without a batch), so it always leads itself.
+        state.writers.push_back(PendingWrite {
+            id,
+            batch: None,
+            sync: options.sync,
+            disable_wal: false,
+            wake: wake.clone(),
+        });
+        while state.writers.front().map(|w| w.id) != Some(id) {
+            wake.wait(&mut state);
+        }
+        let mut result = self.make_room_for_write(&mut state, false);
+        if result.is_ok() {
+            result = self.apply_separated_put(&mut state, key, value, expiry, options.sync);
+        }
+        state.writers.pop_front();
+        if let Some(next) = state.writers.front() {
+            next.wake.notify_one();
+        }
+        Some(result)
+    }
+
+    /// Logs and applies one separated put, as [`DbInner::apply_group`] does a group.
+    fn apply_separated_put(
+        &self,
+        state: &mut MutexGuard<'_, DbState>,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<u64>,
+        sync: bool,
+    ) -> Result<()> {
+        let sequence = self.last_sequence.load(Ordering::Acquire) + 1;
+        let mem = state.mem.clone();
+        let blob_number = state.mem_wal_number;
+        let result = MutexGuard::unlocked(state, || -> Result<()> {
+            let mut wal = self.wal.lock();
+            let Some(log) = wal.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            let mut blob = self.blob_writer.lock();
+            let mut stored = Vec::with_capacity(EXPIRY_PREFIX_LEN + 30);
+            let kind = self.append_blob(&mut blob, blob_number, key, value, expiry, &mut stored)?;
+            let Some(writer) = blob.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            // The blob bytes reach the OS before the WAL record naming them.
+            writer.flush()?;
+            let mut batch = WriteBatch::new();
+            batch.push_stored(kind, key, &[&stored]);
+            batch.set_sequence(sequence);
+            log.add_record(batch.data())?;
+            log.flush()?;
+            if sync {
+                writer.sync(self.options.fs.as_ref())?;
+                log.sync()?;
+                self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            self.stats
+                .wal_bytes
+                .fetch_add(batch.data_size() as u64, Ordering::Relaxed);
+            batch.insert_into(&mem)
+        });
+        match result {
+            Ok(()) => {
+                state.versions.set_last_sequence(sequence);
+                self.last_sequence.store(sequence, Ordering::Release);
+                self.stats.record_user_put(key.len() + value.len());
+                Ok(())
+            }
+            Err(e) => {
+                // The WAL or the blob file may now hold part of the write.
+                self.set_bg_error(state, &e);
+                Err(e)
+            }
+        }
     }
 
     /// Makes sure the active memtable has room, freezing it (and starting a new WAL) when it is
