@@ -295,7 +295,12 @@ impl Runner {
                     sync: *sync,
                     ..WriteOptions::default()
                 };
-                let result = db.write_opt(batch_of(entries), &options);
+                // A single put goes through `put_opt` (which writes a large value to its blob
+                // file without a batch); everything else as a batch.
+                let result = match entries.as_slice() {
+                    [Entry::Put(k, v)] => db.put_opt(k, v, &options),
+                    _ => db.write_opt(batch_of(entries), &options),
+                };
                 if matches!(result, Err(Error::Poisoned(_))) {
                     self.history.refuse(index, self.fs.calls());
                 } else {
