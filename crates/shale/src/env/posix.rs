@@ -63,6 +63,8 @@ struct PosixWritable {
     file: Option<File>,
     buffer: Vec<u8>,
     len: u64,
+    /// Space was reserved past the end (`reserve`); `close` gives back what is left.
+    reserved: bool,
 }
 
 impl PosixWritable {
@@ -134,12 +136,39 @@ impl WritableFile for PosixWritable {
             return Ok(());
         }
         let result = self.write_buffer();
+        if self.reserved && result.is_ok() {
+            if let Some(file) = self.file.as_ref() {
+                // Setting the size it already has frees the blocks reserved past the end. The
+                // contents and size are unchanged either way, so a failure costs space only.
+                let _ = file.set_len(self.len);
+            }
+        }
         self.file = None;
         result
     }
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn reserve(&mut self, bytes: u64) {
+        let offset = self.len;
+        let Ok(file) = self.file("reserve") else {
+            return;
+        };
+        let (Ok(offset), Ok(length)) =
+            (libc::off_t::try_from(offset), libc::off_t::try_from(bytes))
+        else {
+            return;
+        };
+        // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no
+        // memory of ours. KEEP_SIZE leaves the file's size alone, so readers never see the
+        // reserved blocks, and a failure only means the appends allocate as they go.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, length) };
+        if rc == 0 {
+            self.reserved = true;
+        }
     }
 }
 
@@ -354,6 +383,7 @@ impl Fs for PosixFs {
             file: Some(file),
             buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,
+            reserved: false,
         }))
     }
 
