@@ -35,6 +35,10 @@ use crate::memtable::MemTable;
 /// Bytes of the batch header: sequence (fixed64) and count (fixed32).
 pub const BATCH_HEADER_LEN: usize = 12;
 
+/// Bytes a record takes beside its key and value, at most: `kind | key_len | value_len`, with
+/// the lengths reserved at their widest varint.
+const RECORD_FRAMING_MAX: usize = 1 + 10 + 10;
+
 /// Length of the expiry prefix of an ExpiringValue's stored value.
 const EXPIRY_LEN: usize = 8;
 
@@ -114,6 +118,17 @@ impl WriteBatch {
     pub fn new() -> WriteBatch {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_LEN],
+            summary: Summary::default(),
+        }
+    }
+
+    /// An empty batch with room for records whose keys and values add up to `payload_bytes`
+    /// (plus their framing), so filling it does not reallocate.
+    pub fn with_capacity(payload_bytes: usize) -> WriteBatch {
+        let mut rep = Vec::with_capacity(BATCH_HEADER_LEN + RECORD_FRAMING_MAX + payload_bytes);
+        rep.resize(BATCH_HEADER_LEN, 0);
+        WriteBatch {
+            rep,
             summary: Summary::default(),
         }
     }
@@ -364,8 +379,7 @@ impl WriteBatch {
             _ => value_len,
         };
         self.summary.add(kind, key.len(), user_value_len);
-        // kind | key_len | key | value_len | value, with varints at their widest.
-        self.rep.reserve(1 + 10 + key.len() + 10 + value_len);
+        self.rep.reserve(RECORD_FRAMING_MAX + key.len() + value_len);
         self.rep.push(kind as u8);
         put_length_prefixed(&mut self.rep, key);
         if kind == ValueKind::Deletion {

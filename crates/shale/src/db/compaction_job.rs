@@ -23,6 +23,10 @@
 //!   the operator can, with their base if it is in the stripe: nothing is lost, and reads
 //!   report an operator error themselves.
 //!
+//! The oldest entry written for a key keeps its sequence number only while it can matter: a
+//! value that every live snapshot sees, in the bottommost level for its key, is written with
+//! sequence number 0 (see [`zero_bottommost_sequence`]).
+//!
 //! Because every expired value is removed, no output table consists only of expired entries,
 //! so an expiry compaction never picks its own output again.
 //!
@@ -252,6 +256,7 @@ impl DbInner {
                 if out.is_empty() {
                     continue;
                 }
+                zero_bottommost_sequence(c, job, &user_key, &mut out);
                 // Cut files only between user keys, so no key's versions straddle two files.
                 let cut = match &builder {
                     Some(o) => {
@@ -688,6 +693,36 @@ fn count_blob_garbage(entries: &[Entry], out: &Output, garbage: &mut BlobTally) 
                 *bytes = bytes.saturating_add(r.length);
             }
         }
+    }
+}
+
+/// Gives the oldest entry written for a key sequence number 0 when every reader sees it and
+/// nothing older of the key exists anywhere: a value in the bottommost level for the key that
+/// is older than every live snapshot. Its sequence number can no longer matter to any read,
+/// and eight zero bytes compress to almost nothing where a random sequence number does not
+/// (RocksDB does the same at its bottommost level). Level 0 outputs are left alone.
+fn zero_bottommost_sequence(
+    c: &mut Compaction,
+    job: &JobContext,
+    user_key: &[u8],
+    out: &mut Output,
+) {
+    let Some(oldest) = out.last_mut() else {
+        return;
+    };
+    let zeroable = oldest.0 != 0
+        && matches!(
+            oldest.1,
+            ValueKind::Value
+                | ValueKind::ExpiringValue
+                | ValueKind::BlobIndex
+                | ValueKind::ExpiringBlobIndex
+        )
+        && c.output_level() > 0
+        && job.stripe_of(oldest.0) == 0
+        && c.is_base_level_for_key(user_key);
+    if zeroable {
+        oldest.0 = 0;
     }
 }
 

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
 use crate::blob::{BlobCache, BlobFileWriter};
@@ -106,7 +107,10 @@ pub(crate) struct DbInner {
     pub(crate) blob_cache: Arc<BlobCache>,
     /// The last sequence number whose write is fully in the memtable.
     pub(crate) last_sequence: AtomicU64,
-    pub(crate) view: RwLock<Arc<ReadView>>,
+    /// What readers search, swapped whole on every flush and compaction. An `ArcSwap` lets a
+    /// point lookup borrow it without touching a shared reference count, so concurrent readers
+    /// do not contend on one cache line.
+    pub(crate) view: ArcSwap<ReadView>,
     pub(crate) stats: stats::Counters,
     pub(crate) shutting_down: AtomicBool,
     /// Opened by [`Db::open_read_only`]: every write is refused.
@@ -191,7 +195,7 @@ impl Db {
         if let Some(done) = self.inner.put_separated(options, key, value, expiry) {
             return done;
         }
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(key.len() + value.len());
         batch.put(key, value);
         self.inner.write(options, Some(batch))
     }
@@ -402,11 +406,11 @@ impl DbInner {
             imm: state.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
             version: state.versions.current(),
         };
-        *self.view.write() = Arc::new(view);
+        self.view.store(Arc::new(view));
     }
 
     pub(crate) fn current_view(&self) -> Arc<ReadView> {
-        self.view.read().clone()
+        self.view.load_full()
     }
 
     /// Records a background failure; every later write fails until reopen.

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
 
 use super::{Db, DbInner, DbState, ReadView};
 use crate::batch::{blob_ref_of, WriteBatch};
@@ -224,7 +225,7 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         blob_writer: Mutex::new(None),
         blob_cache: p.blob_cache,
         last_sequence: AtomicU64::new(p.last_sequence),
-        view: RwLock::new(Arc::new(view)),
+        view: ArcSwap::from_pointee(view),
         stats: Default::default(),
         shutting_down: AtomicBool::new(false),
         read_only: p.read_only,

@@ -4,21 +4,29 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::{Db, DbInner, ReadView};
+use crate::blob::BlobCache;
 use crate::error::{Error, Result};
 use crate::iter::{
-    split_expiring, DbIterator, InternalIterator, LevelIterator, MergingIterator, ReadContext,
+    apply_merge, resolve_value, split_expiring, DbIterator, InternalIterator, LevelIterator,
+    MergingIterator, ReadContext,
 };
-use crate::key::{parse_internal_key, LookupKey, ValueKind};
+use crate::key::{parse_internal_key, Comparator, LookupKey, ValueKind};
+use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
 use crate::sstable::ReadFlags;
 
 /// Gathers what a point lookup finds, newest entry first.
 struct GetState<'a> {
     user_key: &'a [u8],
-    ctx: &'a ReadContext,
+    /// Borrowed from the database rather than cloned into a [`ReadContext`]: a point lookup
+    /// then touches no shared reference count, so concurrent readers do not contend.
+    user_cmp: &'a dyn Comparator,
+    now_micros: u64,
+    merge_operator: Option<&'a dyn MergeOperator>,
+    /// Where values kept in blob files are read from.
+    blobs: &'a BlobCache,
     /// Merge operands seen so far, newest first.
     operands: Vec<Vec<u8>>,
     outcome: Outcome,
@@ -39,22 +47,31 @@ impl GetState<'_> {
         let parsed = parse_internal_key(ikey).ok_or_else(|| {
             Error::corruption("<read>", 0, format!("malformed internal key {ikey:?}"))
         })?;
-        if self.ctx.user_cmp.compare(parsed.user_key, self.user_key) != CmpOrdering::Equal {
+        if self.user_cmp.compare(parsed.user_key, self.user_key) != CmpOrdering::Equal {
             return Ok(false);
         }
         match parsed.kind {
             ValueKind::Value | ValueKind::BlobIndex => {
-                self.outcome =
-                    Outcome::Found(self.ctx.resolve(self.user_key, parsed.kind, value)?)
+                self.outcome = Outcome::Found(resolve_value(
+                    Some(self.blobs),
+                    self.user_key,
+                    parsed.kind,
+                    value,
+                )?)
             }
             ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                 let (expiry, v) = split_expiring(value).ok_or_else(|| {
                     Error::corruption("<read>", 0, "expiring value shorter than its expiry")
                 })?;
-                self.outcome = if self.ctx.expired(expiry) {
+                self.outcome = if expiry <= self.now_micros {
                     Outcome::Deleted
                 } else {
-                    Outcome::Found(self.ctx.resolve(self.user_key, parsed.kind, v)?)
+                    Outcome::Found(resolve_value(
+                        Some(self.blobs),
+                        self.user_key,
+                        parsed.kind,
+                        v,
+                    )?)
                 };
             }
             ValueKind::Deletion => self.outcome = Outcome::Deleted,
@@ -80,28 +97,25 @@ impl GetState<'_> {
         }
         self.operands.reverse();
         let refs: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
-        self.ctx
-            .merge(self.user_key, base.as_deref(), &refs)
-            .map(Some)
+        apply_merge(self.merge_operator, self.user_key, base.as_deref(), &refs).map(Some)
     }
 }
 
 impl DbInner {
-    fn read_context(&self, options: &ReadOptions) -> (ReadContext, Arc<ReadView>) {
-        // Load the sequence before the view: the view then holds every write up to it.
+    /// The context of a read. Call it before loading the view: the sequence is loaded first,
+    /// so the view loaded afterwards holds every write up to it.
+    fn read_context(&self, options: &ReadOptions) -> ReadContext {
         let sequence = match &options.snapshot {
             Some(s) => s.sequence(),
             None => self.last_sequence.load(Ordering::Acquire),
         };
-        let view = self.current_view();
-        let ctx = ReadContext {
+        ReadContext {
             user_cmp: self.icmp.user().clone(),
             sequence,
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.clone(),
             blobs: Some(self.blob_cache.clone()),
-        };
-        (ctx, view)
+        }
     }
 
     fn read_flags(options: &ReadOptions) -> ReadFlags {
@@ -119,12 +133,21 @@ impl DbInner {
                 crate::limits::MAX_KEY_BYTES
             )));
         }
-        let (ctx, view) = self.read_context(options);
-        let lookup = LookupKey::new(key, ctx.sequence);
+        // Load the sequence before the view: the view then holds every write up to it.
+        let sequence = match &options.snapshot {
+            Some(s) => s.sequence(),
+            None => self.last_sequence.load(Ordering::Acquire),
+        };
+        // Borrowed for the lookup only, without taking a reference count.
+        let view = self.view.load();
+        let lookup = LookupKey::new(key, sequence);
         let ikey = lookup.internal_key();
         let mut state = GetState {
             user_key: key,
-            ctx: &ctx,
+            user_cmp: self.icmp.user().as_ref(),
+            now_micros: self.options.clock.now_micros(),
+            merge_operator: self.options.merge_operator.as_deref(),
+            blobs: &self.blob_cache,
             operands: Vec::new(),
             outcome: Outcome::Searching,
         };
@@ -180,7 +203,8 @@ impl DbInner {
     }
 
     pub(crate) fn iter(&self, options: &ReadOptions) -> DbIterator {
-        let (ctx, view) = self.read_context(options);
+        let ctx = self.read_context(options);
+        let view = self.current_view();
         let inner = self.internal_iter(&view, Self::read_flags(options));
         DbIterator::new(
             inner,

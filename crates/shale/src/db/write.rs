@@ -22,6 +22,14 @@ use crate::wal::{LogKind, LogWriter};
 const MAX_GROUP_BYTES: usize = 1 << 20;
 /// A small leading batch limits the group further, so small writes are not slowed by big ones.
 const SMALL_BATCH_BYTES: usize = 128 << 10;
+thread_local! {
+    /// The condition variable a writer on this thread waits on. A thread has at most one write
+    /// queued at a time, so one per thread serves every write and database without an
+    /// allocation per write; a notification meant for an earlier write is a spurious wakeup,
+    /// which the wait loop tolerates.
+    static WRITER_WAKE: Arc<Condvar> = Arc::new(Condvar::new());
+}
+
 /// How long one write is delayed when level 0 reaches the slowdown trigger.
 const SLOWDOWN_DELAY: Duration = Duration::from_millis(1);
 
@@ -49,7 +57,7 @@ impl DbInner {
             }
             None => None,
         };
-        let wake = Arc::new(Condvar::new());
+        let wake = WRITER_WAKE.with(Arc::clone);
         let mut state = self.state.lock();
         let id = state.next_writer_id;
         state.next_writer_id += 1;
@@ -62,8 +70,12 @@ impl DbInner {
             wake: wake.clone(),
         });
         loop {
-            if let Some(result) = state.finished_writes.remove(&id) {
-                return result;
+            // Checked for emptiness first: a lone writer never has an entry, and hashing its
+            // id on every write would cost more than the check.
+            if !state.finished_writes.is_empty() {
+                if let Some(result) = state.finished_writes.remove(&id) {
+                    return result;
+                }
             }
             if state.writers.front().map(|w| w.id) == Some(id) {
                 break;
@@ -337,7 +349,7 @@ impl DbInner {
         if !qualifies {
             return None;
         }
-        let wake = Arc::new(Condvar::new());
+        let wake = WRITER_WAKE.with(Arc::clone);
         let mut state = self.state.lock();
         let id = state.next_writer_id;
         state.next_writer_id += 1;

@@ -52,6 +52,13 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// Size of the file in bytes when it was opened.
     fn size(&self) -> u64;
+    /// The whole file as one slice when it is memory-mapped, so readers can decode blocks in
+    /// place instead of copying them out first. `None` (the default) means: use
+    /// [`RandomAccessFile::read_exact_at`]. Wrappers that inject faults into reads must keep
+    /// the default, so every read goes through them.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A file read front to back.

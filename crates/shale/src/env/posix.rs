@@ -345,6 +345,10 @@ impl RandomAccessFile for PosixMapped {
     fn size(&self) -> u64 {
         self.map.len() as u64
     }
+
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(&self.map)
+    }
 }
 
 struct PosixSequential {

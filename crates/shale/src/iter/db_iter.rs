@@ -31,6 +31,57 @@ pub(crate) fn split_expiring(value: &[u8]) -> Option<(u64, &[u8])> {
     Some((expiry, value.get(EXPIRY_PREFIX_LEN..)?))
 }
 
+/// Applies merge `operands` (oldest first) to `base` with `operator`; a missing operator or
+/// an operator failure is an error naming the key.
+pub(crate) fn apply_merge(
+    operator: Option<&dyn MergeOperator>,
+    user_key: &[u8],
+    base: Option<&[u8]>,
+    operands: &[&[u8]],
+) -> Result<Vec<u8>> {
+    let Some(op) = operator else {
+        return Err(Error::InvalidArgument(format!(
+            "key {:?} has merge operands but no merge operator is configured",
+            String::from_utf8_lossy(user_key)
+        )));
+    };
+    op.full_merge(user_key, base, operands)
+        .map_err(|message| Error::Merge {
+            operator: op.name().to_string(),
+            key: String::from_utf8_lossy(user_key).into_owned(),
+            message,
+        })
+}
+
+/// The user's value for a stored value of `kind`: the value itself, or for a blob kind
+/// (`stored` without any expiry prefix) the value its reference points at, read through `blobs`.
+pub(crate) fn resolve_value(
+    blobs: Option<&BlobCache>,
+    user_key: &[u8],
+    kind: ValueKind,
+    stored: &[u8],
+) -> Result<Vec<u8>> {
+    if !kind.is_blob() {
+        return Ok(stored.to_vec());
+    }
+    let r = BlobRef::decode(stored).ok_or_else(|| {
+        Error::corruption(
+            "<read>",
+            0,
+            format!(
+                "malformed blob reference for key {:?}",
+                String::from_utf8_lossy(user_key)
+            ),
+        )
+    })?;
+    match blobs {
+        Some(cache) => cache.read(Some(user_key), &r),
+        None => Err(Error::InvalidArgument(
+            "blob reference read without a blob cache".into(),
+        )),
+    }
+}
+
 /// Everything the read path needs to interpret entries: visibility, expiry and merges.
 #[derive(Clone)]
 pub(crate) struct ReadContext {
@@ -50,18 +101,7 @@ impl ReadContext {
         base: Option<&[u8]>,
         operands: &[&[u8]],
     ) -> Result<Vec<u8>> {
-        let Some(op) = &self.merge_operator else {
-            return Err(Error::InvalidArgument(format!(
-                "key {:?} has merge operands but no merge operator is configured",
-                String::from_utf8_lossy(user_key)
-            )));
-        };
-        op.full_merge(user_key, base, operands)
-            .map_err(|message| Error::Merge {
-                operator: op.name().to_string(),
-                key: String::from_utf8_lossy(user_key).into_owned(),
-                message,
-            })
+        apply_merge(self.merge_operator.as_deref(), user_key, base, operands)
     }
 
     /// The user's value for a stored value of `kind`: the value itself, or for a blob kind the
@@ -72,25 +112,7 @@ impl ReadContext {
         kind: ValueKind,
         stored: &[u8],
     ) -> Result<Vec<u8>> {
-        if !kind.is_blob() {
-            return Ok(stored.to_vec());
-        }
-        let r = BlobRef::decode(stored).ok_or_else(|| {
-            Error::corruption(
-                "<read>",
-                0,
-                format!(
-                    "malformed blob reference for key {:?}",
-                    String::from_utf8_lossy(user_key)
-                ),
-            )
-        })?;
-        match &self.blobs {
-            Some(cache) => cache.read(Some(user_key), &r),
-            None => Err(Error::InvalidArgument(
-                "blob reference read without a blob cache".into(),
-            )),
-        }
+        resolve_value(self.blobs.as_deref(), user_key, kind, stored)
     }
 
     /// True if an expiring value with this expiry is gone at the read's time.
@@ -131,6 +153,9 @@ pub struct DbIterator {
     direction: Direction,
     valid: bool,
     saved_key: Vec<u8>,
+    /// The user key a forward step skips past. Swapped with `saved_key` instead of copied, so
+    /// stepping allocates nothing once both buffers have grown to the longest key.
+    skip_key: Vec<u8>,
     saved_value: Vec<u8>,
     value_source: ValueSource,
     /// The value read from a blob file for the current position, once asked for.
@@ -160,6 +185,7 @@ impl DbIterator {
             direction: Direction::Forward,
             valid: false,
             saved_key: Vec::new(),
+            skip_key: Vec::new(),
             saved_value: Vec::new(),
             value_source: ValueSource::Saved,
             blob_value: std::sync::OnceLock::new(),
@@ -241,7 +267,7 @@ impl DbIterator {
             )),
             None => self.inner.seek_to_first(),
         }
-        self.find_next_user_entry(None);
+        self.find_next_user_entry(false);
     }
 
     /// Positions at the last key (before the upper bound).
@@ -276,7 +302,7 @@ impl DbIterator {
             self.ctx.sequence,
             ValueKind::FOR_SEEK,
         ));
-        self.find_next_user_entry(None);
+        self.find_next_user_entry(false);
     }
 
     /// Positions at the last key `<= target`.
@@ -303,14 +329,11 @@ impl DbIterator {
         }
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
-            let key = self.saved_key.clone();
             self.inner
-                .seek(&make_internal_key(&key, 0, ValueKind::Deletion));
-            self.find_next_user_entry(Some(key));
-            return;
+                .seek(&make_internal_key(&self.saved_key, 0, ValueKind::Deletion));
         }
-        let key = std::mem::take(&mut self.saved_key);
-        self.find_next_user_entry(Some(key));
+        std::mem::swap(&mut self.skip_key, &mut self.saved_key);
+        self.find_next_user_entry(true);
     }
 
     /// Moves to the previous key. REQUIRES: `valid()`.
@@ -348,9 +371,9 @@ impl DbIterator {
         matches!(&self.lower, Some(l) if self.ctx.user_cmp.compare(user_key, l) == Ordering::Less)
     }
 
-    /// Forward: finds the next user key with a value, skipping entries of `skip` and of every
-    /// key that resolves to nothing.
-    fn find_next_user_entry(&mut self, mut skip: Option<Vec<u8>>) {
+    /// Forward: finds the next user key with a value, skipping entries of `skip_key` (when
+    /// `skip` is set) and of every key that resolves to nothing.
+    fn find_next_user_entry(&mut self, mut skip: bool) {
         self.valid = false;
         self.blob_value = std::sync::OnceLock::new();
         while self.inner.valid() {
@@ -362,11 +385,11 @@ impl DbIterator {
                 self.inner.next();
                 continue;
             }
-            if let Some(s) = &skip {
-                if self.ctx.user_cmp.compare(parsed.user_key, s) != Ordering::Greater {
-                    self.inner.next();
-                    continue;
-                }
+            if skip
+                && self.ctx.user_cmp.compare(parsed.user_key, &self.skip_key) != Ordering::Greater
+            {
+                self.inner.next();
+                continue;
             }
             if self.past_upper(parsed.user_key) {
                 return;
@@ -413,7 +436,8 @@ impl DbIterator {
                     }
                 }
             }
-            skip = Some(self.saved_key.clone());
+            std::mem::swap(&mut self.skip_key, &mut self.saved_key);
+            skip = true;
             if self.inner.valid() {
                 self.inner.next();
             }
@@ -509,10 +533,12 @@ impl DbIterator {
     fn find_prev_user_entry(&mut self) {
         self.valid = false;
         self.blob_value = std::sync::OnceLock::new();
-        // State of the key being assembled, applied oldest entry first.
-        let mut current: Option<Vec<u8>> = None;
-        // The stored base value (after any expiry), and whether it is a blob reference.
-        let mut base: Option<Vec<u8>> = None;
+        // State of the key being assembled, applied oldest entry first: the key in
+        // `saved_key`, its base value in `saved_value` (both reused, so stepping back allocates
+        // nothing for plain values).
+        let mut has_current = false;
+        let mut has_base = false;
+        // Whether the base in `saved_value` is a blob reference (read only when asked for).
         let mut base_is_blob = false;
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut deleted = true;
@@ -522,28 +548,34 @@ impl DbIterator {
                 return;
             };
             if parsed.sequence <= self.ctx.sequence && !self.past_upper(parsed.user_key) {
-                let same = matches!(&current, Some(c) if self.ctx.user_cmp.compare(parsed.user_key, c) == Ordering::Equal);
+                let same = has_current
+                    && self.ctx.user_cmp.compare(parsed.user_key, &self.saved_key)
+                        == Ordering::Equal;
                 if !same {
-                    if current.is_some() && (!deleted || !operands.is_empty()) {
+                    if has_current && (!deleted || !operands.is_empty()) {
                         break; // the key assembled so far is live
                     }
                     if self.below_lower(parsed.user_key) {
-                        current = None;
+                        has_current = false;
                         break;
                     }
-                    current = Some(parsed.user_key.to_vec());
-                    base = None;
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(parsed.user_key);
+                    has_current = true;
+                    has_base = false;
                     operands.clear();
                     deleted = true;
                 }
                 match parsed.kind {
                     ValueKind::Deletion => {
-                        base = None;
+                        has_base = false;
                         operands.clear();
                         deleted = true;
                     }
                     ValueKind::Value | ValueKind::BlobIndex => {
-                        base = Some(self.inner.value().to_vec());
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(self.inner.value());
+                        has_base = true;
                         base_is_blob = parsed.kind.is_blob();
                         operands.clear();
                         deleted = false;
@@ -552,12 +584,14 @@ impl DbIterator {
                         operands.clear();
                         match split_expiring(self.inner.value()) {
                             Some((expiry, v)) if !self.ctx.expired(expiry) => {
-                                base = Some(v.to_vec());
+                                self.saved_value.clear();
+                                self.saved_value.extend_from_slice(v);
+                                has_base = true;
                                 base_is_blob = parsed.kind.is_blob();
                                 deleted = false;
                             }
                             Some(_) => {
-                                base = None;
+                                has_base = false;
                                 deleted = true;
                             }
                             None => {
@@ -576,40 +610,42 @@ impl DbIterator {
             self.fail(e);
             return;
         }
-        let Some(key) = current else { return };
-        if deleted && operands.is_empty() {
+        if !has_current || (deleted && operands.is_empty()) {
             return;
         }
-        let mut source = ValueSource::Saved;
-        let value = if operands.is_empty() {
-            if base_is_blob && base.is_some() {
-                source = ValueSource::SavedBlob;
-            }
-            base.unwrap_or_default()
-        } else {
-            if base_is_blob {
-                if let Some(reference) = base.take() {
-                    match self.ctx.resolve(&key, ValueKind::BlobIndex, &reference) {
-                        Ok(v) => base = Some(v),
-                        Err(e) => {
-                            self.fail(e);
-                            return;
-                        }
+        if !operands.is_empty() {
+            if has_base && base_is_blob {
+                // Merge operands fold onto the real value, read from its blob file now.
+                let read =
+                    self.ctx
+                        .resolve(&self.saved_key, ValueKind::BlobIndex, &self.saved_value);
+                match read {
+                    Ok(v) => self.saved_value = v,
+                    Err(e) => {
+                        self.fail(e);
+                        return;
                     }
                 }
             }
             let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
-            match self.ctx.merge(&key, base.as_deref(), &refs) {
-                Ok(v) => v,
+            let base = has_base.then_some(self.saved_value.as_slice());
+            match self.ctx.merge(&self.saved_key, base, &refs) {
+                Ok(v) => self.saved_value = v,
                 Err(e) => {
                     self.fail(e);
                     return;
                 }
             }
-        };
-        self.saved_key = key;
-        self.saved_value = value;
-        self.value_source = source;
+            self.value_source = ValueSource::Saved;
+        } else if !has_base {
+            self.saved_value.clear();
+            self.value_source = ValueSource::Saved;
+        } else if base_is_blob {
+            // `saved_value` holds the reference; `value()` reads the blob.
+            self.value_source = ValueSource::SavedBlob;
+        } else {
+            self.value_source = ValueSource::Saved;
+        }
         self.valid = true;
     }
 }

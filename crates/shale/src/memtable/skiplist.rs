@@ -144,6 +144,11 @@ struct Writer {
     arena: Arena,
     /// splitmix64 state for tower heights; deterministic, so runs are reproducible.
     rng: u64,
+    /// The predecessors of the last inserted key at every level (the last inserted node itself
+    /// at the levels it spans; the head where nothing precedes it). Every slot is the head or a
+    /// published node with a tower slot at that level. The next insert starts from here, which
+    /// makes ordered inserts cheap (RocksDB calls this a splice).
+    splice: [NonNull<Node>; MAX_HEIGHT],
 }
 
 impl Writer {
@@ -212,6 +217,7 @@ impl SkipList {
             writer: Mutex::new(Writer {
                 arena,
                 rng: 0x5eed_5eed_5eed_5eed,
+                splice: [head; MAX_HEIGHT],
             }),
         }
     }
@@ -288,15 +294,53 @@ impl SkipList {
         let list_height = self.max_height();
         let mut x = self.head();
         let mut level = list_height - 1;
+        // First try the splice the previous insert left: from the top down, keep each level's
+        // remembered predecessor while it still brackets the key. Ordered inserts (sequential
+        // keys, a sorted batch) find every level valid and compare against only a few nodes.
+        let mut splice_holds_to_bottom = false;
+        let mut known_smaller: Option<NodeRef<'_>> = None;
+        let mut known_bigger: Option<NodeRef<'_>> = None;
         loop {
-            match x.next(level) {
-                Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
-                _ => {
-                    prev[level] = x;
-                    if level == 0 {
-                        break;
+            // SAFETY: a splice slot is the head or a published node of this list with a tower
+            // slot at `level` (see `Writer::splice`).
+            let candidate = unsafe { NodeRef::new(writer.splice[level]) };
+            let before = candidate.is(self.head())
+                || known_smaller.is_some_and(|k| k.is(candidate))
+                || self.cmp.compare(candidate.key(), key) == Ordering::Less;
+            if !before {
+                break;
+            }
+            known_smaller = Some(candidate);
+            let next = candidate.next(level);
+            let brackets = match (next, known_bigger) {
+                (None, _) => true,
+                (Some(n), Some(b)) if n.is(b) => true,
+                (Some(n), _) => self.cmp.compare(n.key(), key) != Ordering::Less,
+            };
+            if !brackets {
+                break;
+            }
+            known_bigger = next;
+            prev[level] = candidate;
+            x = candidate;
+            if level == 0 {
+                splice_holds_to_bottom = true;
+                break;
+            }
+            level -= 1;
+        }
+        // Then an ordinary descent from the lowest level the splice still held at.
+        if !splice_holds_to_bottom {
+            loop {
+                match x.next(level) {
+                    Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
+                    _ => {
+                        prev[level] = x;
+                        if level == 0 {
+                            break;
+                        }
+                        level -= 1;
                     }
-                    level -= 1;
                 }
             }
         }
@@ -318,6 +362,15 @@ impl SkipList {
         // above visible to a reader that loads the pointer with `Acquire`.
         for (level, before) in prev.iter().enumerate().take(height) {
             before.tower()[level].store(node.as_ptr(), atomic::Ordering::Release);
+        }
+        // The node is the predecessor of the next larger key at its own levels; above them the
+        // predecessors found here still are.
+        for (level, slot) in writer.splice.iter_mut().enumerate() {
+            *slot = if level < height {
+                node
+            } else {
+                prev[level].ptr
+            };
         }
         self.len.fetch_add(1, atomic::Ordering::Relaxed);
         self.memory_bytes
@@ -500,6 +553,7 @@ mod tests {
         let mut writer = Writer {
             arena: Arena::new(),
             rng: 1,
+            splice: [NonNull::dangling(); MAX_HEIGHT],
         };
         let mut counts = [0usize; MAX_HEIGHT + 1];
         let draws = 100_000;

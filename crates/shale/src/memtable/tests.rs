@@ -281,6 +281,51 @@ fn get_stops_when_told_and_returns_visit_errors() {
     assert!(matches!(err, Error::InvalidArgument(m) if m == "stop here"));
 }
 
+/// Inserts resume from the previous insert's position (the splice); runs in ascending order,
+/// descending order, repeated keys and random jumps must all land where a full search would put
+/// them.
+#[test]
+fn ordered_reversed_and_random_runs_match_oracle() {
+    let mut rng = StdRng::seed_from_u64(41);
+    let mem = Arc::new(MemTable::new(bytewise()));
+    let mut oracle = BTreeMap::new();
+    let mut seq = 0u64;
+    for _ in 0..scaled(200) {
+        let start = rng.gen_range(0..10_000u32);
+        let run = rng.gen_range(1..40u32);
+        let pattern = rng.gen_range(0..3);
+        for i in 0..run {
+            let n = match pattern {
+                0 => start + i,
+                1 => start.saturating_sub(i),
+                _ => rng.gen_range(0..10_000),
+            };
+            seq += 1;
+            let uk = format!("{n:08}").into_bytes();
+            let value = seq.to_le_bytes();
+            mem.add(seq, ValueKind::Value, &uk, &value);
+            let ikey = make_internal_key(&uk, seq, ValueKind::Value);
+            oracle.insert(oracle_key(&ikey), value.to_vec());
+        }
+    }
+    let mut it = mem.iter();
+    it.seek_to_first();
+    for (k, v) in &oracle {
+        assert!(it.valid());
+        assert_eq!(it.key(), oracle_ikey(k).as_slice());
+        assert_eq!(it.value(), v.as_slice());
+        it.next();
+    }
+    assert!(!it.valid());
+    it.seek_to_last();
+    for (k, _) in oracle.iter().rev() {
+        assert!(it.valid());
+        assert_eq!(it.key(), oracle_ikey(k).as_slice());
+        it.prev();
+    }
+    assert!(!it.valid());
+}
+
 #[test]
 fn equal_keys_are_kept_newest_insert_first() {
     let mem = Arc::new(MemTable::new(bytewise()));

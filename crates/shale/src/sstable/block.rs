@@ -215,6 +215,25 @@ pub struct BlockIter {
     value_end: usize,
     valid: bool,
     corruption: Option<BlockCorruption>,
+    /// Every entry of one restart region, decoded once when `prev` first steps into it, so
+    /// walking backwards costs one decode per entry rather than a rescan of the region per
+    /// step. Blocks are immutable, so the cache never goes stale.
+    prev_cache: Vec<CachedEntry>,
+    /// The full keys of `prev_cache`, back to back.
+    prev_cache_keys: Vec<u8>,
+    /// The restart region `prev_cache` holds.
+    prev_cache_region: Option<usize>,
+}
+
+/// One decoded entry of [`BlockIter::prev_cache`].
+#[derive(Clone, Copy)]
+struct CachedEntry {
+    current: usize,
+    next_offset: usize,
+    value_start: usize,
+    value_end: usize,
+    key_start: usize,
+    key_end: usize,
 }
 
 impl BlockIter {
@@ -232,6 +251,9 @@ impl BlockIter {
             value_end: 0,
             valid: false,
             corruption: None,
+            prev_cache: Vec::new(),
+            prev_cache_keys: Vec::new(),
+            prev_cache_region: None,
         }
     }
 
@@ -377,8 +399,60 @@ impl BlockIter {
             }
             self.restart_index -= 1;
         }
-        self.seek_to_restart(self.restart_index);
-        while self.parse_next() && self.next_offset < original {}
+        let region = self.restart_index;
+        if self.prev_cache_region != Some(region) && !self.fill_prev_cache(region) {
+            return;
+        }
+        match self
+            .prev_cache
+            .iter()
+            .rposition(|e| e.next_offset == original)
+        {
+            Some(i) => {
+                let e = self.prev_cache[i];
+                self.key.clear();
+                self.key
+                    .extend_from_slice(&self.prev_cache_keys[e.key_start..e.key_end]);
+                self.current = e.current;
+                self.next_offset = e.next_offset;
+                self.value_start = e.value_start;
+                self.value_end = e.value_end;
+                self.restart_index = region;
+                self.valid = true;
+            }
+            None => self.fail(original, "no entry ends where the current entry starts"),
+        }
+    }
+
+    /// Decodes every entry of restart region `region` into the prev cache. Returns false (with
+    /// the cursor failed) on corruption.
+    fn fill_prev_cache(&mut self, region: usize) -> bool {
+        self.prev_cache.clear();
+        self.prev_cache_keys.clear();
+        self.prev_cache_region = None;
+        let region_end = if region + 1 < self.block.num_restarts {
+            self.block.restart_point(region + 1)
+        } else {
+            self.block.restart_offset
+        };
+        self.seek_to_restart(region);
+        while self.next_offset < region_end && self.parse_next() {
+            let key_start = self.prev_cache_keys.len();
+            self.prev_cache_keys.extend_from_slice(&self.key);
+            self.prev_cache.push(CachedEntry {
+                current: self.current,
+                next_offset: self.next_offset,
+                value_start: self.value_start,
+                value_end: self.value_end,
+                key_start,
+                key_end: self.prev_cache_keys.len(),
+            });
+        }
+        if self.corruption.is_some() {
+            return false;
+        }
+        self.prev_cache_region = Some(region);
+        true
     }
 
     /// Decodes the key stored at restart point `index` (which must not share bytes).

@@ -26,7 +26,8 @@ use crate::limits::MAX_BLOCK_BYTES;
 use super::block::{Block, BlockCorruption, BlockIter};
 use super::filter::BloomFilter;
 use super::format::{
-    decode_block, decode_footer, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    decode_block, decode_block_in_place, decode_footer, BlockHandle, Footer, BLOCK_TRAILER_LEN,
+    FOOTER_LEN,
 };
 use super::properties::{decode_properties, decode_string_block, TableProperties};
 use super::{ReadFlags, TableOptions, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
@@ -58,6 +59,15 @@ fn read_block_contents(
         .ok()
         .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN))
         .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows usize"))?;
+    if let Some(map) = file.mapped() {
+        let stored = usize::try_from(handle.offset)
+            .ok()
+            .and_then(|start| map.get(start..start.checked_add(len)?))
+            .ok_or_else(|| {
+                Error::corruption(path, handle.offset, "block extends past the mapped file")
+            })?;
+        return decode_block_in_place(path, handle.offset, stored, verify);
+    }
     let mut buf = vec![0u8; len];
     file.read_exact_at(handle.offset, &mut buf)?;
     decode_block(path, handle.offset, buf, verify)

@@ -299,25 +299,31 @@ impl Version {
     /// level whose range covers the key (found by binary search). A deeper level yields more
     /// than one file only when a compaction cut the versions of this very key across adjacent
     /// files; the earlier file then holds the newer versions, so the order stays newest first.
-    pub fn files_for_key(&self, user_key: &[u8]) -> Vec<(usize, Arc<FileMetaData>)> {
+    ///
+    /// Lazy, so a lookup that stops early never binary-searches the deeper levels, and nothing
+    /// is allocated.
+    pub fn files_for_key<'a>(
+        &'a self,
+        user_key: &'a [u8],
+    ) -> impl Iterator<Item = (usize, &'a Arc<FileMetaData>)> + 'a {
         let ucmp = self.icmp.user();
-        let mut out: Vec<(usize, Arc<FileMetaData>)> = self
+        let level0 = self
             .files(0)
             .iter()
-            .filter(|f| self.contains_user_key(f, user_key))
-            .map(|f| (0, f.clone()))
-            .collect();
-        for level in 1..NUM_LEVELS {
-            let files = self.files(level);
+            .filter(move |f| self.contains_user_key(f, user_key))
+            .map(|f| (0, f));
+        let deeper = (1..NUM_LEVELS).flat_map(move |level| {
             let start = self.first_file_ending_at_or_after(level, user_key);
-            for f in files.get(start..).unwrap_or(&[]) {
-                if ucmp.compare(f.smallest_user_key(), user_key) == Ordering::Greater {
-                    break;
-                }
-                out.push((level, f.clone()));
-            }
-        }
-        out
+            self.files(level)
+                .get(start..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(move |f| {
+                    ucmp.compare(f.smallest_user_key(), user_key) != Ordering::Greater
+                })
+                .map(move |f| (level, f))
+        });
+        level0.chain(deeper)
     }
 
     /// Files in `level` overlapping the user-key range `[begin, end]` (`None` = unbounded).
@@ -588,7 +594,6 @@ pub(crate) mod tests {
         ]);
         let got = |key: &str| -> Vec<(usize, u64)> {
             v.files_for_key(key.as_bytes())
-                .into_iter()
                 .map(|(l, f)| (l, f.number))
                 .collect()
         };
