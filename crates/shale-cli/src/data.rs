@@ -146,7 +146,8 @@ fn walk(
         it.seek_to_first();
     }
     while it.valid() {
-        if !visit(it.key(), it.value())? {
+        // A value that cannot be read from its blob file fails the command, never prints empty.
+        if !visit(it.key(), it.try_value()?)? {
             return Ok(());
         }
         if reverse {

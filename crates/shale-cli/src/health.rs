@@ -4,6 +4,8 @@
 //! replayed edit by edit, the level invariants are checked on the result, every live table is
 //! read block by block ([`shale::sstable::TableReader::verify`]) and compared with what the
 //! manifest records about it, and every live WAL is read to its end with each batch decoded.
+//! Every blob reference a live table or WAL holds is followed: the blob file must exist and the
+//! record must pass its checks and belong to the key (`docs/format/blob.md`).
 //! Every problem names the file and the byte offset; any problem makes the exit code 3.
 //!
 //! Thread-safety: single-threaded.
@@ -13,10 +15,17 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::Path;
 
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use shale::batch::WriteBatch;
-use shale::env::{Fs, PosixFs};
-use shale::filename::{parse_file_name, table_file_name, wal_file_name, FileType};
-use shale::key::InternalKeyComparator;
+use shale::blob::{decode_record, BlobRef};
+use shale::env::{Fs, PosixFs, RandomAccessFile};
+use shale::filename::{blob_file_name, parse_file_name, table_file_name, wal_file_name, FileType};
+use shale::iter::InternalIterator;
+use shale::key::{parse_internal_key, InternalKeyComparator, ValueKind};
+use shale::sstable::ReadFlags;
 use shale::version::VersionEdit;
 use shale::wal::{LogKind, LogReader};
 
@@ -314,8 +323,10 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
         )?;
     }
 
-    // Every live table: present, the size and key range the manifest records, every block.
+    // Every live table: present, the size and key range the manifest records, every block, and
+    // every blob record it references.
     let mut table_entries = 0u64;
+    let mut blobs = BlobChecker::new(db_path);
     for (level, files) in levels.iter().enumerate() {
         for f in files {
             let path = table_file_name(db_path, f.number);
@@ -373,7 +384,24 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
                         props.num_data_blocks
                     )?;
                 }
-                Err(e) => found.error(&mut out, &e)?,
+                Err(e) => {
+                    found.error(&mut out, &e)?;
+                    continue;
+                }
+            }
+            let mut it = table.iter(ReadFlags {
+                verify_checksums: true,
+                fill_cache: false,
+            });
+            it.seek_to_first();
+            while it.valid() {
+                if let Some(p) = parse_internal_key(it.key()) {
+                    if let Err(m) = blobs.check(&fs, p.user_key, p.kind, it.value()) {
+                        found
+                            .problem(&mut out, format!("{m} (referenced by {})", path.display()))?;
+                    }
+                }
+                it.next();
             }
         }
     }
@@ -412,9 +440,33 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             match reader.read_record() {
                 Ok(Some(record)) => {
                     let offset = reader.last_record_offset();
-                    if let Err(e) = WriteBatch::from_data(record, &path, offset) {
-                        ok = false;
-                        found.error(&mut out, &e)?;
+                    match WriteBatch::from_data(record, &path, offset) {
+                        Ok(batch) => {
+                            for entry in batch.iter().flatten() {
+                                let Err(m) = blobs.check(&fs, entry.key, entry.kind, entry.value)
+                                else {
+                                    continue;
+                                };
+                                let m = format!(
+                                    "{m} (referenced by {} at offset {offset})",
+                                    path.display()
+                                );
+                                if newest {
+                                    // The write was never synced: recovery drops it.
+                                    found.warning(
+                                        &mut out,
+                                        format!("{m}; recovery drops this record and the rest of the WAL"),
+                                    )?;
+                                } else {
+                                    ok = false;
+                                    found.problem(&mut out, m)?;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            ok = false;
+                            found.error(&mut out, &e)?;
+                        }
                     }
                     records += 1;
                 }
@@ -450,14 +502,23 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
         }
     }
 
+    for (number, (references, bytes)) in &blobs.seen {
+        writeln!(
+            out,
+            "ok      {}: {references} references ({bytes} bytes) followed",
+            blob_file_name(db_path, *number).display()
+        )?;
+    }
+
     if found.problems.is_empty() {
         writeln!(
             out,
             "check passed: manifest with {} edits, {} tables ({table_entries} entries), {} WALs \
-             ({wal_records} records){}",
+             ({wal_records} records), {} blob files{}",
             state.edits,
             state.files.len(),
             wals.len(),
+            blobs.seen.len(),
             match found.warnings.len() {
                 0 => String::new(),
                 n => format!(", {n} warnings"),
@@ -488,6 +549,88 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
     }
     message.push_str("\nhint: `shale repair` salvages every readable entry");
     Err(Failure::new(exit, message))
+}
+
+/// Follows blob references: opens each blob file once and checks each record a reference
+/// names, counting references and bytes per blob file.
+struct BlobChecker {
+    dir: PathBuf,
+    files: HashMap<u64, Option<Arc<dyn RandomAccessFile>>>,
+    /// Per blob file: references followed and their record bytes.
+    seen: BTreeMap<u64, (u64, u64)>,
+}
+
+impl BlobChecker {
+    fn new(dir: &Path) -> BlobChecker {
+        BlobChecker {
+            dir: dir.to_path_buf(),
+            files: HashMap::new(),
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Checks the entry's blob reference, if it has one; the error names the blob file and
+    /// the record offset.
+    fn check(
+        &mut self,
+        fs: &dyn Fs,
+        user_key: &[u8],
+        kind: ValueKind,
+        stored: &[u8],
+    ) -> Result<(), String> {
+        let reference = match kind {
+            ValueKind::BlobIndex => stored,
+            ValueKind::ExpiringBlobIndex => stored.get(8..).unwrap_or(&[]),
+            _ => return Ok(()),
+        };
+        let Some(r) = BlobRef::decode(reference) else {
+            return Err(format!(
+                "malformed blob reference {reference:02x?} for key {:?}",
+                String::from_utf8_lossy(user_key)
+            ));
+        };
+        let path = blob_file_name(&self.dir, r.file_number);
+        let file = self
+            .files
+            .entry(r.file_number)
+            .or_insert_with(|| fs.open_random(&path).ok());
+        let Some(file) = file else {
+            return Err(format!(
+                "{}: missing, but a reference names it",
+                path.display()
+            ));
+        };
+        let end = r.offset.saturating_add(r.length);
+        if end > file.size() {
+            return Err(format!(
+                "{}: at offset {}: a reference to {} bytes ends past the {}-byte file",
+                path.display(),
+                r.offset,
+                r.length,
+                file.size()
+            ));
+        }
+        let mut record = vec![0u8; usize::try_from(r.length).unwrap_or(usize::MAX).min(1 << 32)];
+        file.read_exact_at(r.offset, &mut record)
+            .map_err(|e| format!("{}: at offset {}: {e}", path.display(), r.offset))?;
+        match decode_record(&record) {
+            Ok((key, _)) if key == user_key => {}
+            Ok((key, _)) => {
+                return Err(format!(
+                    "{}: at offset {}: the record holds key {:?}, the reference belongs to {:?}",
+                    path.display(),
+                    r.offset,
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(user_key)
+                ))
+            }
+            Err(m) => return Err(format!("{}: at offset {}: {m}", path.display(), r.offset)),
+        }
+        let seen = self.seen.entry(r.file_number).or_default();
+        seen.0 += 1;
+        seen.1 += r.length;
+        Ok(())
+    }
 }
 
 /// `compact DB [--from K] [--to K]`.

@@ -41,6 +41,8 @@ pub fn kind_name(kind: ValueKind) -> &'static str {
         ValueKind::Value => "value",
         ValueKind::Merge => "merge",
         ValueKind::ExpiringValue => "expiring",
+        ValueKind::BlobIndex => "blob",
+        ValueKind::ExpiringBlobIndex => "expiring-blob",
     }
 }
 

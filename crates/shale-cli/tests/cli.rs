@@ -416,6 +416,40 @@ fn check_names_a_flipped_byte_in_a_table_a_wal_and_the_manifest() {
 }
 
 #[test]
+fn check_follows_blob_references_and_names_a_damaged_blob_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("blobs");
+    // Values over the default 16 KiB separation threshold live in blob files: half flushed to a
+    // table (the second load opens, and so flushes, the first), half in the live WAL.
+    let big = |tag: &str, i: usize| {
+        (
+            format!("{tag}{i:03}").into_bytes(),
+            vec![b'x' + (i % 3) as u8; 20_000],
+        )
+    };
+    load(&db, &(0..5).map(|i| big("a", i)).collect::<Vec<_>>());
+    load(&db, &(0..5).map(|i| big("b", i)).collect::<Vec<_>>());
+    let out = run(&[OsStr::new("check"), db.as_os_str()]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("references"), "{}", stdout(&out));
+    assert!(stdout(&out).contains(".blob"), "{}", stdout(&out));
+
+    // Damage a value the table references: the blob file of the first load's WAL.
+    let mut blob_files = file_with_suffix(&db, ".blob");
+    blob_files.sort();
+    let victim = blob_files.remove(0);
+    flip_byte(&victim, 20 + 17 + 4 + 100);
+    let out = run(&[OsStr::new("check"), db.as_os_str()]);
+    let name = victim.file_name().and_then(|n| n.to_str()).expect("name");
+    assert_eq!(code(&out), EXIT_CORRUPTION, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(name) && stderr(&out).contains("offset"),
+        "the message must name {name} and an offset: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn inspect_commands_decode_files_and_report_damage() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let db = tmp.path().join("db");

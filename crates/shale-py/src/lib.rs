@@ -667,7 +667,8 @@ impl PyIterator {
             cursor.iter.status().map_err(to_py_err)?;
             return Ok(None);
         }
-        let pair = (bytes(py, cursor.iter.key()), bytes(py, cursor.iter.value()));
+        let value = cursor.iter.try_value().map_err(to_py_err)?;
+        let pair = (bytes(py, cursor.iter.key()), bytes(py, value));
         let iter = &mut cursor.iter;
         py.detach(|| iter.next());
         Ok(Some(pair))
@@ -714,7 +715,8 @@ impl PyRange {
             iter.status().map_err(to_py_err)?;
             return Ok(None);
         }
-        Ok(Some((bytes(py, iter.key()), bytes(py, iter.value()))))
+        let value = iter.try_value().map_err(to_py_err)?;
+        Ok(Some((bytes(py, iter.key()), bytes(py, value))))
     }
 }
 

@@ -1,10 +1,10 @@
-//! Corruption at every byte: a small database holding one file of each kind (table, WAL,
-//! manifest, CURRENT) is copied once per byte of each file with one bit of that byte flipped,
+//! Corruption at every byte: a small database holding files of each kind (table, WAL, blob
+//! file, manifest, CURRENT) is copied once per byte of each file with one bit of that byte flipped,
 //! opened and read back in full. The damage must be reported (the open or a read fails) and never
 //! returned as wrong data. Two outcomes are not errors and are counted apart: the flipped bit
-//! was in bytes nothing reads (the data comes back whole), or it was in the newest WAL and
-//! recovery dropped the damaged record and everything after it as a torn tail, logging a
-//! warning (clause 6 of the contract: a torn tail of the last WAL is indistinguishable from a
+//! was in bytes nothing reads (the data comes back whole), or it was in the newest WAL (or in
+//! the blob file its records reference) and recovery dropped the damaged record and everything
+//! after it as a torn tail, logging a warning (clause 6 of the contract: a torn tail of the last WAL is indistinguishable from a
 //! damaged one). Anything else is an undetected corruption.
 
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ impl KindStats {
     }
 }
 
-/// Outcomes by file kind (`table`, `wal`, `manifest`, `current`).
+/// Outcomes by file kind (`table`, `wal`, `blob`, `manifest`, `current`).
 #[derive(Debug, Clone, Default)]
 pub struct CorruptStats {
     /// Per kind.
@@ -72,6 +72,8 @@ fn options(fs: MemFs) -> Options {
         block_size: 256,
         compression: Compression::None,
         max_background_jobs: 1,
+        // Values of 12 bytes and more (about half of them) live in blob files.
+        min_blob_size: Some(12),
         fs: Arc::new(fs),
         ..Options::default()
     }
@@ -160,6 +162,8 @@ pub fn every_byte(stride: usize) -> Result<CorruptStats, shale::Error> {
             "table"
         } else if name.ends_with(".log") {
             "wal"
+        } else if name.ends_with(".blob") {
+            "blob"
         } else if name.starts_with("MANIFEST-") {
             "manifest"
         } else if name == "CURRENT" {
@@ -184,7 +188,7 @@ pub fn every_byte(stride: usize) -> Result<CorruptStats, shale::Error> {
                 Ok(db) => match read_everything(&db, &expected) {
                     Err(_) => entry.failed_read += 1,
                     Ok(state) if state == expected => entry.harmless += 1,
-                    Ok(state) if kind == "wal" && prefixes.contains(&state) => {
+                    Ok(state) if (kind == "wal" || kind == "blob") && prefixes.contains(&state) => {
                         entry.dropped_as_torn_tail += 1
                     }
                     Ok(state) => {

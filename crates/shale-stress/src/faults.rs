@@ -1,5 +1,5 @@
 //! Fault injection at every filesystem call: fixed workloads (WAL appends and rotation, flush,
-//! compaction, manifest roll and open) are run once per call, with that call failing; then the
+//! compaction, manifest roll and open, values in blob files) are run once per call, with that call failing; then the
 //! database is closed, crashed in every mode and recovered, and everything is checked against the
 //! contract: the failed request fails, no later write is acknowledged until a reopen, and what
 //! recovery finds is a prefix of the write order holding every acknowledged write.
@@ -98,12 +98,41 @@ pub fn workloads() -> Vec<(&'static str, Vec<Op>)> {
         ));
         open.push(Op::Reopen);
     }
+    // Values from 64 bytes go to blob files (see `config_for`): blob file creation, appends,
+    // the blob sync before each WAL sync and at rotation, reads, relocation and deletion all
+    // meet every fault.
+    let mut blobs = Vec::new();
+    for round in 0..3u32 {
+        for i in 0..12 {
+            blobs.push(write(vec![put(round * 100 + i, 300)], i == 11));
+        }
+        blobs.push(write(
+            vec![Entry::Merge(
+                b"k004".to_vec(),
+                format!("b{round}").into_bytes(),
+            )],
+            false,
+        ));
+        blobs.push(Op::Flush);
+    }
+    blobs.push(Op::Compact);
+    blobs.push(Op::Reopen);
     vec![
         ("wal", wal),
         ("flush", flush),
         ("compaction", compaction),
         ("manifest_and_open", open),
+        ("blobs", blobs),
     ]
+}
+
+/// The configuration workload `name` runs with: [`config`], with key-value separation from
+/// 64 bytes for the "blobs" workload.
+pub fn config_for(name: &str) -> Config {
+    Config {
+        min_blob_size: (name == "blobs").then_some(64),
+        ..config()
+    }
 }
 
 /// The configuration the fixed workloads run with.
@@ -113,12 +142,18 @@ pub fn config() -> Config {
         compression: Compression::Lz4,
         write_buffer_size: 16 * 1024,
         keys: 37,
+        min_blob_size: None,
     }
 }
 
 /// Runs `ops` with `arm` applied to a fresh filesystem, then checks the outcome into `stats`.
-fn faulted_run(ops: &[Op], label: &str, arm: impl FnOnce(&FaultFs), stats: &mut FaultStats) {
-    let cfg = config();
+fn faulted_run(
+    cfg: Config,
+    ops: &[Op],
+    label: &str,
+    arm: impl FnOnce(&FaultFs),
+    stats: &mut FaultStats,
+) {
     let fs = FaultFs::in_memory();
     arm(&fs);
     let mut runner = Runner::new(cfg, fs.clone());
@@ -170,7 +205,8 @@ pub fn every_operation(stride: u64) -> FaultStats {
     let mut stats = FaultStats::default();
     for (name, ops) in workloads() {
         let probe = FaultFs::in_memory();
-        let mut runner = Runner::new(config(), probe.clone());
+        let cfg = config_for(name);
+        let mut runner = Runner::new(cfg, probe.clone());
         runner.run(&ops);
         runner.db = None;
         let total_bytes: u64 = probe.calls_of(OpKind::Append) * 64;
@@ -194,7 +230,7 @@ pub fn every_operation(stride: u64) -> FaultStats {
                         "workload {name}, {} #{nth} fails with {error:?}",
                         kind.name()
                     );
-                    faulted_run(&ops, &label, |fs| fs.inject(spec), &mut stats);
+                    faulted_run(cfg, &ops, &label, |fs| fs.inject(spec), &mut stats);
                     nth += stride.max(1);
                 }
             }
@@ -205,6 +241,7 @@ pub fn every_operation(stride: u64) -> FaultStats {
             let label = format!("workload {name}, space quota {quota} bytes");
             stats.quota_runs += 1;
             faulted_run(
+                cfg,
                 &ops,
                 &label,
                 |fs| fs.set_space_quota(Some(quota)),
@@ -214,6 +251,7 @@ pub fn every_operation(stride: u64) -> FaultStats {
         // Syncs that keep failing.
         let label = format!("workload {name}, every sync fails");
         faulted_run(
+            cfg,
             &ops,
             &label,
             |fs| {

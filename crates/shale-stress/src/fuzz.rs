@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use shale::blob::{decode_record, encode_record_header, BlobRef};
 use shale::env::{Fs, MemFs, WritableFile};
 use shale::iter::InternalIterator;
 use shale::key::{make_internal_key, InternalKeyComparator, ValueKind};
@@ -25,13 +26,14 @@ use shale::{BytewiseComparator, Compression, Db, Options, WriteBatch};
 pub type Target = fn(&[u8]);
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("wal_reader", wal_reader),
     ("table_block", table_block),
     ("table_footer", table_footer),
     ("table_file", table_file),
     ("version_edit", version_edit),
     ("write_batch", write_batch),
+    ("blob_record", blob_record),
     ("whole_db", whole_db),
 ];
 
@@ -151,6 +153,20 @@ pub fn write_batch(data: &[u8]) {
     }
 }
 
+/// The blob file record decoder and the blob reference decoder (`docs/format/blob.md`): an
+/// accepted record or reference must re-encode to the same bytes.
+pub fn blob_record(data: &[u8]) {
+    if let Ok((key, value)) = decode_record(data) {
+        let mut again = encode_record_header(key, value).to_vec();
+        again.extend_from_slice(key);
+        again.extend_from_slice(value);
+        assert_eq!(again, data, "a decoded blob record must round-trip");
+    }
+    if let Some(r) = BlobRef::decode(data) {
+        assert_eq!(r.encode(), data, "a decoded blob reference must round-trip");
+    }
+}
+
 /// A whole database driven by the input bytes (puts, deletes, merges, flushes, compactions,
 /// reopens, reads), checked against a `BTreeMap` after every read and at the end.
 pub fn whole_db(data: &[u8]) {
@@ -162,6 +178,8 @@ pub fn whole_db(data: &[u8]) {
         level0_file_num_compaction_trigger: 2,
         max_background_jobs: 1,
         merge_operator: Some(Arc::new(shale::StringAppendOperator::new(b"+"))),
+        // Values of 16 bytes and more live in blob files.
+        min_blob_size: Some(16),
         fs: Arc::new(fs),
         ..Options::default()
     };
@@ -259,6 +277,23 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             e.compact_pointers
                 .push((2, make_internal_key(b"p", 5, ValueKind::Value)));
             out.push(e.encode());
+        }
+        "blob_record" => {
+            for (key, len) in [(&b"k"[..], 0usize), (b"user-key", 40), (b"", 300)] {
+                let value = vec![b'v'; len];
+                let mut record = encode_record_header(key, &value).to_vec();
+                record.extend_from_slice(key);
+                record.extend_from_slice(&value);
+                out.push(record);
+            }
+            out.push(
+                BlobRef {
+                    file_number: 12,
+                    offset: 20,
+                    length: 1000,
+                }
+                .encode(),
+            );
         }
         "write_batch" => {
             let mut b = WriteBatch::new();

@@ -29,6 +29,8 @@ pub struct Config {
     pub write_buffer_size: usize,
     /// Number of distinct keys.
     pub keys: usize,
+    /// Values at least this long go to blob files (`None`: separation off).
+    pub min_blob_size: Option<usize>,
 }
 
 impl Config {
@@ -47,6 +49,7 @@ impl Config {
             },
             write_buffer_size: [4096, 8192, 16384][rng.gen_range(0..3)],
             keys: [8, 24, 64][rng.gen_range(0..3)],
+            min_blob_size: [None, Some(64), Some(1000)][rng.gen_range(0..3)],
         }
     }
 
@@ -65,6 +68,7 @@ impl Config {
             max_background_jobs: 1,
             block_cache_capacity: 64 * 1024,
             merge_operator: Some(self.merge.operator()),
+            min_blob_size: self.min_blob_size,
             fs,
             ..Options::default()
         }
@@ -291,7 +295,12 @@ impl Runner {
                     sync: *sync,
                     ..WriteOptions::default()
                 };
-                let result = db.write_opt(batch_of(entries), &options);
+                // A single put goes through `put_opt` (which writes a large value to its blob
+                // file without a batch); everything else as a batch.
+                let result = match entries.as_slice() {
+                    [Entry::Put(k, v)] => db.put_opt(k, v, &options),
+                    _ => db.write_opt(batch_of(entries), &options),
+                };
                 if matches!(result, Err(Error::Poisoned(_))) {
                     self.history.refuse(index, self.fs.calls());
                 } else {

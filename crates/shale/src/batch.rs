@@ -5,12 +5,15 @@
 //! batch  := sequence: fixed64 | count: fixed32 | record * count
 //! record := kind: u8 | key_len: varint64 | key | value_len: varint64 | value
 //!           (a Deletion record, kind 0, has no value_len and no value)
-//! kind   := 0 Deletion | 1 Value | 2 Merge | 3 ExpiringValue   (the ValueKind numbers)
+//! kind   := 0 Deletion | 1 Value | 2 Merge | 3 ExpiringValue | 4 BlobIndex
+//!           | 5 ExpiringBlobIndex                                 (the ValueKind numbers)
 //! ```
 //! Integers are little-endian; varints are LEB128. The records take sequence numbers
 //! `sequence, sequence + 1, ...` in order, so a later record for a key shadows an earlier one.
 //! An ExpiringValue's value is a fixed64 LE expiry (microseconds since the Unix epoch) followed by
-//! the user's value, exactly as it is stored in the memtable and in tables.
+//! the user's value, exactly as it is stored in the memtable and in tables. Kinds 4 and 5 carry a
+//! blob reference (after the expiry, for 5) instead of the value (`docs/format/blob.md`); only
+//! the write path makes them, when it moves a large value to a blob file.
 //! Format doc: `docs/format/wal.md` ("Write batch").
 //!
 //! Invariants: the buffer always holds the 12-byte header and exactly `count` well-formed records
@@ -61,6 +64,7 @@ struct Summary {
     max_value_len: usize,
     has_merge: bool,
     has_plain_value: bool,
+    has_blob_index: bool,
 }
 
 impl Summary {
@@ -69,6 +73,7 @@ impl Summary {
         self.max_value_len = self.max_value_len.max(value_len);
         self.has_merge |= kind == ValueKind::Merge;
         self.has_plain_value |= kind == ValueKind::Value;
+        self.has_blob_index |= kind.is_blob();
     }
 
     fn union(&mut self, other: &Summary) {
@@ -76,6 +81,7 @@ impl Summary {
         self.max_value_len = self.max_value_len.max(other.max_value_len);
         self.has_merge |= other.has_merge;
         self.has_plain_value |= other.has_plain_value;
+        self.has_blob_index |= other.has_blob_index;
     }
 }
 
@@ -192,6 +198,27 @@ impl WriteBatch {
     /// True if some record is a merge operand.
     pub(crate) fn has_merge(&self) -> bool {
         self.summary.has_merge
+    }
+
+    /// True if some record is a blob reference (only the write path and recovery make them).
+    pub(crate) fn has_blob_index(&self) -> bool {
+        self.summary.has_blob_index
+    }
+
+    /// The longest value of any record, not counting an expiry prefix.
+    pub(crate) fn max_value_len(&self) -> usize {
+        self.summary.max_value_len
+    }
+
+    /// Appends a record of any kind with its stored value bytes as they are (a blob reference,
+    /// with its expiry prefix for an expiring one). For the write path, which replaces large
+    /// values by references.
+    pub(crate) fn push_stored(&mut self, kind: ValueKind, key: &[u8], stored: &[&[u8]]) {
+        if kind == ValueKind::Deletion {
+            self.push_record(kind, key, &[]);
+        } else {
+            self.push_record(kind, key, stored);
+        }
     }
 
     /// True if some record is a plain (non-expiring) value.
@@ -347,6 +374,8 @@ impl WriteBatch {
         // Expiring values carry an 8-byte expiry that does not count against the value limit.
         let user_value_len = match kind {
             ValueKind::ExpiringValue => value_len.saturating_sub(EXPIRY_LEN),
+            // A reference stands for a value already checked against the limits.
+            ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex => 0,
             _ => value_len,
         };
         self.summary.add(kind, key.len(), user_value_len);
@@ -437,13 +466,26 @@ fn decode_record<'a>(d: &mut Decoder<'a>) -> std::result::Result<BatchEntry<'a>,
             .length_prefixed()
             .ok_or("value length or value bytes cut off")?,
     };
-    if kind == ValueKind::ExpiringValue && value.len() < EXPIRY_LEN {
+    if kind.is_expiring() && value.len() < EXPIRY_LEN {
         return Err(format!(
             "expiring value of {} bytes cannot hold its {EXPIRY_LEN}-byte expiry",
             value.len()
         ));
     }
+    if kind.is_blob() && blob_ref_of(kind, value).is_none() {
+        return Err(format!("malformed blob reference of {} bytes", value.len()));
+    }
     Ok(BatchEntry { kind, key, value })
+}
+
+/// The blob reference a `BlobIndex` or `ExpiringBlobIndex` stored value holds (after the
+/// expiry of an expiring one); `None` for other kinds or a malformed reference.
+pub(crate) fn blob_ref_of(kind: ValueKind, stored: &[u8]) -> Option<crate::blob::BlobRef> {
+    match kind {
+        ValueKind::BlobIndex => crate::blob::BlobRef::decode(stored),
+        ValueKind::ExpiringBlobIndex => crate::blob::BlobRef::decode(stored.get(EXPIRY_LEN..)?),
+        _ => None,
+    }
 }
 
 /// A key for an error message: lossy UTF-8, cut to its first bytes.

@@ -11,6 +11,7 @@
 //! MANIFEST-000005      log of version edits
 //! 000012.log           write-ahead log
 //! 000013.sst           table
+//! 000012.blob          blob file: separated large values (numbered like its WAL)
 //! 000014.dbtmp         temporary file (also "CURRENT.dbtmp"), never read, removed at open
 //! LOG, LOG.old         human-readable info log
 //! ```
@@ -28,6 +29,8 @@ pub enum FileType {
     Table(u64),
     /// A manifest, `MANIFEST-NNNNNN`.
     Manifest(u64),
+    /// A blob file of separated values, `NNNNNN.blob`.
+    Blob(u64),
     /// The `CURRENT` pointer to the live manifest.
     Current,
     /// The `LOCK` file.
@@ -56,6 +59,11 @@ pub fn wal_file_name(dir: &Path, number: u64) -> PathBuf {
 /// `dir/NNNNNN.sst`.
 pub fn table_file_name(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.sst"))
+}
+
+/// `dir/NNNNNN.blob`.
+pub fn blob_file_name(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.blob"))
 }
 
 /// `dir/MANIFEST-NNNNNN`.
@@ -99,6 +107,7 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     match suffix {
         "log" => parse_number(stem).map(FileType::Wal),
         "sst" => parse_number(stem).map(FileType::Table),
+        "blob" => parse_number(stem).map(FileType::Blob),
         "dbtmp" if stem == CURRENT_FILE || parse_number(stem).is_some() => Some(FileType::Temp),
         _ => None,
     }
@@ -128,6 +137,8 @@ mod tests {
         let dir = Path::new("/db");
         assert_eq!(wal_file_name(dir, 12), PathBuf::from("/db/000012.log"));
         assert_eq!(table_file_name(dir, 12), PathBuf::from("/db/000012.sst"));
+        assert_eq!(blob_file_name(dir, 12), PathBuf::from("/db/000012.blob"));
+        assert_eq!(parse_file_name("000012.blob"), Some(FileType::Blob(12)));
         assert_eq!(
             manifest_file_name(dir, 12),
             PathBuf::from("/db/MANIFEST-000012")

@@ -37,12 +37,34 @@ pub enum ValueKind {
     /// A full value with an expiry time: the value bytes start with a fixed64 LE expiry in
     /// microseconds since the Unix epoch, followed by the user's value.
     ExpiringValue = 3,
+    /// A full value stored in a blob file: the value bytes are a blob reference
+    /// (`docs/format/blob.md`), resolved to the user's value when read.
+    BlobIndex = 4,
+    /// An expiring value stored in a blob file: the value bytes are a fixed64 LE expiry followed
+    /// by a blob reference, laid out like an `ExpiringValue`'s.
+    ExpiringBlobIndex = 5,
 }
 
 impl ValueKind {
     /// The kind with the highest number: seeking to `(user_key, seq, KIND_FOR_SEEK)` lands on
-    /// the newest entry visible at `seq`.
-    pub const FOR_SEEK: ValueKind = ValueKind::ExpiringValue;
+    /// the newest entry visible at `seq`. It moved from `ExpiringValue` to `ExpiringBlobIndex`
+    /// when the blob kinds were added; only seeks and index separators use it, and a separator
+    /// written with the old value still sorts at or after every real entry of its user key
+    /// with a sequence number below `MAX_SEQUENCE`, so tables written before stay valid.
+    pub const FOR_SEEK: ValueKind = ValueKind::ExpiringBlobIndex;
+
+    /// True for the kinds whose value starts with a fixed64 expiry.
+    pub fn is_expiring(self) -> bool {
+        matches!(
+            self,
+            ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex
+        )
+    }
+
+    /// True for the kinds whose value is (after any expiry) a blob reference.
+    pub fn is_blob(self) -> bool {
+        matches!(self, ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex)
+    }
 
     /// Decodes a persisted kind byte.
     pub fn from_u8(b: u8) -> Option<ValueKind> {
@@ -51,6 +73,8 @@ impl ValueKind {
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::Merge),
             3 => Some(ValueKind::ExpiringValue),
+            4 => Some(ValueKind::BlobIndex),
+            5 => Some(ValueKind::ExpiringBlobIndex),
             _ => None,
         }
     }

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod batch;
+pub mod blob;
 pub mod cache;
 pub mod codec;
 pub mod compaction;

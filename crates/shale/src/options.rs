@@ -105,6 +105,18 @@ pub struct Options {
     /// (merge operands and deletions never expire). Stored with each entry: changing it at
     /// reopen affects only later writes. Default: none (never expire).
     pub default_ttl: Option<Duration>,
+    /// Key-value separation: a put (plain or expiring, never a merge operand) whose value is
+    /// at least this many bytes stores the value once in the current blob file
+    /// (`NNNNNN.blob`, one per WAL, `docs/format/blob.md`) and only a small blob reference in
+    /// the WAL, the memtable and the tables, so flushes and compactions copy the reference and
+    /// never the value. Reads resolve the reference transparently. `None` keeps every value in
+    /// the tree. Changing it at reopen affects only later writes. Default: `Some(16 KiB)`.
+    pub min_blob_size: Option<usize>,
+    /// When the share of a blob file's bytes that no table references any more reaches this
+    /// fraction, compactions move its still-live values into a new blob file (and tables that
+    /// still point into it are compacted for that reason alone), so the old file can be
+    /// deleted. Between 0 (exclusive) and 1. Default: 0.5.
+    pub blob_garbage_collection_threshold: f64,
     /// The filesystem. Default: the real one.
     pub fs: Arc<dyn Fs>,
     /// The clock used for TTL: expiry times and the time reads and compactions judge them at.
@@ -137,6 +149,8 @@ impl Default for Options {
             merge_operator: None,
             compaction_filter: None,
             default_ttl: None,
+            min_blob_size: Some(16 * 1024),
+            blob_garbage_collection_threshold: 0.5,
             fs: Arc::new(PosixFs::new()),
             clock: Arc::new(SystemClock),
         }
@@ -164,6 +178,11 @@ impl fmt::Debug for Options {
                 &self.merge_operator.as_ref().map(|m| m.name().to_string()),
             )
             .field("default_ttl", &self.default_ttl)
+            .field("min_blob_size", &self.min_blob_size)
+            .field(
+                "blob_garbage_collection_threshold",
+                &self.blob_garbage_collection_threshold,
+            )
             .finish_non_exhaustive()
     }
 }
@@ -201,6 +220,14 @@ impl Options {
         }
         if self.max_open_files < 16 {
             return bad("max_open_files must be at least 16");
+        }
+        if self.min_blob_size == Some(0) {
+            return bad("min_blob_size must be at least 1 (None turns separation off)");
+        }
+        if !(self.blob_garbage_collection_threshold > 0.0
+            && self.blob_garbage_collection_threshold <= 1.0)
+        {
+            return bad("blob_garbage_collection_threshold must be in (0, 1]");
         }
         if let Compression::Zstd(level) = self.compression {
             if !(1..=22).contains(&level) {

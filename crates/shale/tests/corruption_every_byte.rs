@@ -1,4 +1,4 @@
-//! Damage at rest: a flipped bit anywhere in a table, WAL, manifest or CURRENT is reported as an
+//! Damage at rest: a flipped bit anywhere in a table, WAL, blob file, manifest or CURRENT is reported as an
 //! error and never read back as wrong data (`docs/durability.md`, clauses 6 and 7). The sweep
 //! lives in `shale-stress` (`corrupt`); here it runs over every third byte, with regression tests
 //! for the two holes it found.
@@ -15,7 +15,7 @@ fn a_flipped_bit_in_any_file_is_reported_or_harmless() {
     let stats = shale_stress::corrupt::every_byte(3).expect("base database");
     assert!(stats.injected() > 500, "{stats:#?}");
     assert_eq!(stats.undetected(), 0, "{:#?}", stats.problems);
-    for kind in ["table", "wal", "manifest", "current"] {
+    for kind in ["table", "wal", "blob", "manifest", "current"] {
         assert!(
             stats.by_kind.get(kind).is_some_and(|k| k.detected() > 0),
             "{kind}: {stats:#?}"

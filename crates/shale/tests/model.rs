@@ -1,7 +1,8 @@
 //! Model-based test: seeded random histories of puts, deletes, merges, batches, reads, scans in
 //! both directions with bounds, snapshots, flushes, compactions and reopens, run against a
 //! `BTreeMap` oracle under several option sets (tiny buffers so that flushes and multi-level
-//! compactions happen, every codec, bloom filters on and off).
+//! compactions happen, every codec, bloom filters on and off, values separated into blob files
+//! from 64 bytes).
 //!
 //! Replay a failure with `SHALE_MODEL_SEED=<seed> cargo test -p shale --test model`.
 //! `SHALE_MODEL_STEPS` raises the number of operations per history (default 3000).
@@ -39,6 +40,15 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
         ("tiny-snappy-nobloom", tiny(Compression::Snappy, 0)),
         ("tiny-lz4-bloom", tiny(Compression::Lz4, 10)),
         ("tiny-zstd-bloom", tiny(Compression::Zstd(3), 6)),
+        (
+            // Most values live in blob files, and garbage collection relocates them often.
+            "tiny-blobs",
+            Options {
+                min_blob_size: Some(64),
+                blob_garbage_collection_threshold: 0.25,
+                ..tiny(Compression::Lz4, 10)
+            },
+        ),
         (
             "defaults",
             Options {

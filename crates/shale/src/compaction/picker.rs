@@ -29,6 +29,11 @@
 //!   dropped and the file disappears. Otherwise it compacts into the next level as usual. An
 //!   expiry compaction is never a trivial move. The caller passes `now`, which keeps the picker
 //!   pure.
+//! - Blob garbage collection: when nothing above is due, a table whose oldest referenced blob
+//!   file ([`FileMetaData::oldest_blob_file`]) has reached `blob_garbage_collection_threshold`
+//!   is compacted the same way as an expired file (shallowest first, never a trivial move); the
+//!   job relocates the values it still references out of every such blob file, so the output no
+//!   longer names it and the pick does not repeat.
 //!
 //! Thread-safety: [`Compaction`] is owned by the job that runs it.
 
@@ -92,11 +97,33 @@ pub fn first_expired_file(
     })
 }
 
+/// The shallowest table whose oldest referenced blob file is due for garbage collection (its
+/// garbage ratio reached `blob_garbage_collection_threshold`), with its level. Compacting it
+/// relocates its live values out of that file, so cold tables never pin garbage for ever.
+pub fn first_blob_collection_file(
+    version: &Version,
+    opts: &Options,
+) -> Option<(usize, Arc<FileMetaData>)> {
+    let due = version.blob_files_due_for_collection(opts.blob_garbage_collection_threshold);
+    if due.is_empty() {
+        return None;
+    }
+    (0..NUM_LEVELS).find_map(|level| {
+        version
+            .files(level)
+            .iter()
+            .find(|f| f.oldest_blob_file != 0 && due.contains(&f.oldest_blob_file))
+            .map(|f| (level, Arc::clone(f)))
+    })
+}
+
 /// True if [`pick_compaction`] would return a compaction at `now_micros`: some level scores 1
-/// or more, or some file's entries have all expired.
+/// or more, some file's entries have all expired, or some table pins a blob file due for
+/// garbage collection.
 pub fn needs_compaction(version: &Version, opts: &Options, now_micros: u64) -> bool {
     level_scores(version, opts).iter().any(|&s| s >= 1.0)
         || first_expired_file(version, now_micros).is_some()
+        || first_blob_collection_file(version, opts).is_some()
 }
 
 /// The earliest time (microseconds since the Unix epoch) at which a file of `version` will have
@@ -122,6 +149,10 @@ pub fn pick_compaction(
 ) -> Option<Compaction> {
     pick_size_compaction(version, opts, compact_pointers)
         .or_else(|| pick_expiry_compaction(version, opts, now_micros))
+        .or_else(|| {
+            let (level, file) = first_blob_collection_file(version, opts)?;
+            pick_file_compaction(version, opts, level, file, CompactionReason::BlobCollection)
+        })
 }
 
 /// The expiry compaction for the first file whose entries have all expired at `now_micros`.
@@ -131,6 +162,18 @@ fn pick_expiry_compaction(
     now_micros: u64,
 ) -> Option<Compaction> {
     let (level, file) = first_expired_file(version, now_micros)?;
+    pick_file_compaction(version, opts, level, file, CompactionReason::Expired)
+}
+
+/// A compaction picked for one file's own sake (expiry, blob garbage collection): the file with
+/// what must join it, into the next level, or into its own level when nothing below overlaps.
+fn pick_file_compaction(
+    version: &Arc<Version>,
+    opts: &Options,
+    level: usize,
+    file: Arc<FileMetaData>,
+    reason: CompactionReason,
+) -> Option<Compaction> {
     // Expiry picks are not part of the round-robin: their pointer updates go nowhere.
     let mut scratch: [Vec<u8>; NUM_LEVELS] = Default::default();
     let mut c = if level == 0 {
@@ -162,7 +205,7 @@ fn pick_expiry_compaction(
             )
         }
     };
-    c.reason = CompactionReason::Expired;
+    c.reason = reason;
     Some(c)
 }
 
@@ -420,6 +463,8 @@ pub enum CompactionReason {
     Manual,
     /// A file's entries have all expired.
     Expired,
+    /// A table pins a blob file due for garbage collection.
+    BlobCollection,
 }
 
 /// One compaction: the files to merge from `level` and `level + 1`, and the state the job
@@ -504,8 +549,10 @@ impl Compaction {
     /// Never for an expiry compaction, whose point is to rewrite the file without its expired
     /// entries.
     pub fn is_trivial_move(&self) -> bool {
-        self.reason != CompactionReason::Expired
-            && self.output_level == self.level + 1
+        !matches!(
+            self.reason,
+            CompactionReason::Expired | CompactionReason::BlobCollection
+        ) && self.output_level == self.level + 1
             && self.inputs[0].len() == 1
             && self.inputs[1].is_empty()
             && total_file_size(&self.grandparents) <= self.max_grandparent_overlap_bytes
@@ -926,6 +973,59 @@ mod tests {
             "an expired file is rewritten, never moved"
         );
         assert!(first_expired_file(&v, u64::MAX).is_some_and(|(l, f)| l == 0 && f.number == 1));
+    }
+
+    #[test]
+    fn a_table_pinning_a_blob_file_due_for_collection_is_compacted() {
+        let pinning = |f: Arc<FileMetaData>, blob: u64| {
+            let mut f = (*f).clone();
+            f.oldest_blob_file = blob;
+            Arc::new(f)
+        };
+        let last = NUM_LEVELS - 1;
+        let mut v = version(vec![
+            (last, pinning(file(1, "a", "b", 100), 50)),
+            (last, pinning(file(2, "c", "d", 100), 60)),
+        ]);
+        let blobs = |garbage_of_60: u64| {
+            let mut m = std::collections::BTreeMap::new();
+            m.insert(
+                50,
+                crate::version::BlobFileMeta {
+                    total_bytes: 1000,
+                    garbage_bytes: 100,
+                },
+            );
+            m.insert(
+                60,
+                crate::version::BlobFileMeta {
+                    total_bytes: 1000,
+                    garbage_bytes: garbage_of_60,
+                },
+            );
+            m
+        };
+        v = v.with_blob_files(blobs(400));
+        let v = Arc::new(v);
+        assert!(!needs_compaction(&v, &opts(), 0), "below the 0.5 threshold");
+        assert!(pick_compaction(&v, &opts(), &mut no_pointers(), 0).is_none());
+        let v = Arc::new(
+            version(vec![
+                (last, pinning(file(1, "a", "b", 100), 50)),
+                (last, pinning(file(2, "c", "d", 100), 60)),
+            ])
+            .with_blob_files(blobs(500)),
+        );
+        assert!(needs_compaction(&v, &opts(), 0));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("blob collection");
+        assert_eq!(c.reason, CompactionReason::BlobCollection);
+        assert_eq!(numbers(&c.inputs[0]), vec![2]);
+        assert_eq!(
+            (c.level, c.output_level()),
+            (last, last),
+            "nothing below: in place"
+        );
+        assert!(!c.is_trivial_move());
     }
 
     #[test]

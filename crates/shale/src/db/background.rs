@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use super::{DbInner, DbState};
+use crate::batch::blob_ref_of;
 use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, FileType};
 use crate::iter::InternalIterator;
+use crate::key::parse_internal_key;
 use crate::memtable::MemTable;
 use crate::sstable::{TableBuilder, TableOptions};
 use crate::version::{FileMetaData, VersionEdit, VersionSet};
@@ -114,9 +116,15 @@ impl DbInner {
         let number = state.versions.new_file_number();
         state.pending_outputs.insert(number);
         let start = Instant::now();
-        let written = MutexGuard::unlocked(state, || self.write_level0_table(&mem, number));
+        let mut blobs = BlobTally::new();
+        let written =
+            MutexGuard::unlocked(state, || self.write_level0_table(&mem, number, &mut blobs));
         let result = written.and_then(|meta| {
             let mut edit = VersionEdit::default();
+            // A flush keeps every entry, so every reference it saw is live.
+            for (&blob, &bytes) in &blobs {
+                edit.add_blob_bytes(blob, bytes);
+            }
             if let Some(meta) = meta {
                 // Only push below level 0 while no compaction can be writing those levels.
                 let level = if state.compaction_running {
@@ -166,13 +174,14 @@ impl DbInner {
         &self,
         mem: &Arc<MemTable>,
         number: u64,
+        blobs: &mut BlobTally,
     ) -> Result<Option<FileMetaData>> {
         if mem.is_empty() {
             return Ok(None);
         }
         let mut iter = mem.iter();
         iter.seek_to_first();
-        let meta = build_table(&self.dir, &self.options, number, &mut iter)?;
+        let meta = build_table(&self.dir, &self.options, number, &mut iter, blobs)?;
         if meta.is_some() {
             self.options.fs.sync_dir(&self.dir)?;
         }
@@ -187,6 +196,10 @@ impl DbInner {
         }
         let mut live = state.versions.live_files();
         live.extend(state.pending_outputs.iter().copied());
+        // A blob file is live while a version names it, while it is being written by a job, or
+        // while its WAL (same number) is live: the memtable of that WAL may reference it.
+        let mut live_blobs = state.versions.live_blob_files();
+        live_blobs.extend(state.pending_outputs.iter().copied());
         let log_number = state.versions.log_number();
         let manifest_number = state.versions.manifest_number();
         let names = match self.options.fs.list(&self.dir) {
@@ -201,13 +214,16 @@ impl DbInner {
                 Some(FileType::Wal(n)) => n < log_number,
                 Some(FileType::Manifest(n)) => n < manifest_number,
                 Some(FileType::Table(n)) => !live.contains(&n),
+                Some(FileType::Blob(n)) => n < log_number && !live_blobs.contains(&n),
                 _ => false,
             };
             if !obsolete {
                 continue;
             }
-            if let Some(FileType::Table(n)) = parse_file_name(&name) {
-                self.table_cache.evict(n);
+            match parse_file_name(&name) {
+                Some(FileType::Table(n)) => self.table_cache.evict(n),
+                Some(FileType::Blob(n)) => self.blob_cache.evict(n),
+                _ => {}
             }
             if let Err(e) = self.options.fs.remove(&self.dir.join(&name)) {
                 tracing::warn!(file = %name, %e, "cannot delete obsolete file");
@@ -302,18 +318,44 @@ impl DbInner {
     }
 }
 
+/// Record bytes referenced per blob file, by blob file number.
+pub(crate) type BlobTally = std::collections::BTreeMap<u64, u64>;
+
+/// Adds the blob reference an entry holds, if any, to `tally`; returns its blob file number.
+pub(crate) fn tally_blob_reference(
+    ikey: &[u8],
+    value: &[u8],
+    tally: &mut BlobTally,
+) -> Option<u64> {
+    let kind = parse_internal_key(ikey)?.kind;
+    let r = blob_ref_of(kind, value)?;
+    let bytes = tally.entry(r.file_number).or_default();
+    *bytes = bytes.saturating_add(r.length);
+    Some(r.file_number)
+}
+
 /// Builds table `number` from every entry of `iter` (positioned at its first entry). `None` if
-/// there was nothing to write (the file is removed).
+/// there was nothing to write (the file is removed). Adds the record bytes of every blob
+/// reference written to `blobs`.
 pub(crate) fn build_table(
     dir: &std::path::Path,
     options: &crate::Options,
     number: u64,
     iter: &mut dyn InternalIterator,
+    blobs: &mut BlobTally,
 ) -> Result<Option<FileMetaData>> {
     let path = table_file_name(dir, number);
     let file = options.fs.create(&path)?;
     let mut builder = TableBuilder::new(TableOptions::from_options(options), file, path.clone());
+    let mut oldest_blob = 0u64;
     while iter.valid() {
+        if let Some(blob) = tally_blob_reference(iter.key(), iter.value(), blobs) {
+            oldest_blob = if oldest_blob == 0 {
+                blob
+            } else {
+                oldest_blob.min(blob)
+            };
+        }
         builder.add(iter.key(), iter.value())?;
         iter.next();
     }
@@ -324,7 +366,9 @@ pub(crate) fn build_table(
         return Ok(None);
     }
     let props = builder.finish()?;
-    Ok(Some(meta_from_properties(number, &props)))
+    let mut meta = meta_from_properties(number, &props);
+    meta.oldest_blob_file = oldest_blob;
+    Ok(Some(meta))
 }
 
 pub(crate) fn meta_from_properties(
@@ -342,5 +386,6 @@ pub(crate) fn meta_from_properties(
         num_deletions: props.num_deletions,
         max_expiry_micros: props.max_expiry_micros,
         has_permanent_entries: props.num_expiring < props.num_entries,
+        oldest_blob_file: 0,
     }
 }

@@ -5,7 +5,9 @@
 //! [`Version`] is then taken under the state lock and held, which keeps its tables from being
 //! deleted by compaction while they are copied. Each table is hard-linked into the destination
 //! (tables are immutable, so sharing the inode is safe), or copied where linking fails (another
-//! filesystem). Last, a fresh manifest is written in the destination listing every table at its
+//! filesystem). The blob files the version references are linked the same way (a blob file is
+//! complete and never written again once its WAL is retired, which the flush guarantees for
+//! every blob file a version names). Last, a fresh manifest is written in the destination listing every table at its
 //! level, with the sequence number set to the largest one in those tables and a log number past
 //! every file number, so that opening the checkpoint replays no WAL.
 //!
@@ -22,7 +24,7 @@ use std::path::{Path, PathBuf};
 use super::Db;
 use crate::env::Fs;
 use crate::error::{Error, Result};
-use crate::filename::{manifest_file_name, table_file_name};
+use crate::filename::{blob_file_name, manifest_file_name, table_file_name};
 use crate::limits::NUM_LEVELS;
 use crate::version::{VersionEdit, VersionSet};
 
@@ -64,6 +66,16 @@ impl Db {
                     max_number = max_number.max(file.number);
                     max_sequence = max_sequence.max(file.largest_seqno);
                     edit.add_file(level, (**file).clone());
+                }
+            }
+            for (&number, meta) in version.blob_files() {
+                let from = blob_file_name(&self.inner.dir, number);
+                let to = blob_file_name(dest, number);
+                link_or_copy(fs.as_ref(), &from, &to, &mut created)?;
+                max_number = max_number.max(number);
+                edit.add_blob_bytes(number, meta.total_bytes);
+                if meta.garbage_bytes > 0 {
+                    edit.add_blob_garbage(number, meta.garbage_bytes);
                 }
             }
             fs.sync_dir(dest)?;

@@ -30,6 +30,14 @@
 //! Because every expired value is removed, no output table consists only of expired entries,
 //! so an expiry compaction never picks its own output again.
 //!
+//! Blob references (`BlobIndex`, `ExpiringBlobIndex`) are handled like the values they stand
+//! for, and copied as references: a value is read from its blob file only when the compaction
+//! filter must judge it or a merge must fold onto it. Every input reference no output keeps is
+//! counted as garbage of its blob file in the job's edit. References into a blob file whose
+//! garbage ratio has reached `blob_garbage_collection_threshold` (in the input version) are
+//! relocated: the value is copied to a new blob file the job writes, and the output keeps a
+//! reference to the copy, for every entry kept, including those kept for snapshots.
+//!
 //! Thread-safety: the job runs on one background thread with the database mutex released; the
 //! inputs are pinned by the compaction's input version.
 
@@ -39,8 +47,12 @@ use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
-use super::background::meta_from_properties;
+use std::borrow::Cow;
+
+use super::background::{meta_from_properties, BlobTally};
 use super::{DbInner, DbState};
+use crate::batch::blob_ref_of;
+use crate::blob::{BlobFileWriter, BlobRef};
 use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::table_file_name;
@@ -61,6 +73,30 @@ struct Entry {
 
 /// What compaction decided to write for one user key, newest first.
 type Output = Vec<(SequenceNumber, ValueKind, Vec<u8>)>;
+
+/// What a compaction job produced, for its manifest edit.
+struct JobOutput {
+    tables: Vec<FileMetaData>,
+    /// Blob bytes no output references any more, by blob file.
+    blob_garbage: BlobTally,
+    /// The blob file the job relocated values into, with its record bytes.
+    new_blob: Option<(u64, u64)>,
+}
+
+/// The table being written, with the lowest blob file number its entries reference (0: none).
+struct OpenOutput {
+    number: u64,
+    builder: TableBuilder,
+    oldest_blob: u64,
+}
+
+impl OpenOutput {
+    fn finish(self) -> Result<FileMetaData> {
+        let mut meta = meta_from_properties(self.number, &self.builder.finish()?);
+        meta.oldest_blob_file = self.oldest_blob;
+        Ok(meta)
+    }
+}
 
 impl DbInner {
     /// Runs `c` and installs its result. Called with `state` held; releases it for the I/O.
@@ -88,13 +124,25 @@ impl DbInner {
         let input_bytes = c.total_input_bytes();
         let outcome = MutexGuard::unlocked(state, || self.compact_inputs(&mut c, &job));
         let mut outputs_numbers: Vec<u64> = Vec::new();
-        let result = outcome.and_then(|outputs| {
+        let result = outcome.and_then(|job_output| {
+            let JobOutput {
+                tables: outputs,
+                blob_garbage,
+                new_blob,
+            } = job_output;
             outputs_numbers = outputs.iter().map(|f| f.number).collect();
             let mut edit = VersionEdit::default();
             c.add_input_deletions(&mut edit);
             let written: u64 = outputs.iter().map(|f| f.file_size).sum();
             for f in outputs {
                 edit.add_file(output_level, f);
+            }
+            if let Some((number, bytes)) = new_blob {
+                outputs_numbers.push(number);
+                edit.add_blob_bytes(number, bytes);
+            }
+            for (number, bytes) in blob_garbage {
+                edit.add_blob_garbage(number, bytes);
             }
             state.versions.log_and_apply(edit)?;
             let counters = &self.stats.per_level[output_level];
@@ -131,7 +179,7 @@ impl DbInner {
     }
 
     /// Merges the inputs into new tables. Runs without the state lock.
-    fn compact_inputs(&self, c: &mut Compaction, job: &JobContext) -> Result<Vec<FileMetaData>> {
+    fn compact_inputs(&self, c: &mut Compaction, job: &JobContext) -> Result<JobOutput> {
         let flags = ReadFlags {
             verify_checksums: true,
             fill_cache: false,
@@ -155,9 +203,14 @@ impl DbInner {
         input.seek_to_first();
 
         let mut outputs: Vec<FileMetaData> = Vec::new();
-        let mut builder: Option<(u64, TableBuilder)> = None;
+        let mut builder: Option<OpenOutput> = None;
         let mut key_buf: Vec<u8> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
+        let mut blob_garbage = BlobTally::new();
+        let collect = c
+            .input_version
+            .blob_files_due_for_collection(self.options.blob_garbage_collection_threshold);
+        let mut relocation: Option<BlobFileWriter> = None;
         let result = (|| -> Result<()> {
             while input.valid() {
                 if self.shutting_down.load(Ordering::Acquire) {
@@ -189,15 +242,26 @@ impl DbInner {
                     input.next();
                 }
                 input.status()?;
-                let mut out = self.resolve_key(c, job, &user_key, &entries);
+                let mut out = self.resolve_key(c, job, &user_key, &entries)?;
+                count_blob_garbage(&entries, &out, &mut blob_garbage);
+                if !collect.is_empty() {
+                    self.relocate_blobs(
+                        &user_key,
+                        &mut out,
+                        &collect,
+                        &mut relocation,
+                        &mut blob_garbage,
+                    )?;
+                }
                 if out.is_empty() {
                     continue;
                 }
                 zero_bottommost_sequence(c, job, &user_key, &mut out);
                 // Cut files only between user keys, so no key's versions straddle two files.
                 let cut = match &builder {
-                    Some((_, b)) => {
-                        b.file_size() >= c.max_output_file_size || c.should_stop_before(&first)
+                    Some(o) => {
+                        o.builder.file_size() >= c.max_output_file_size
+                            || c.should_stop_before(&first)
                     }
                     None => {
                         c.should_stop_before(&first);
@@ -205,41 +269,75 @@ impl DbInner {
                     }
                 };
                 if cut {
-                    if let Some((number, b)) = builder.take() {
-                        outputs.push(meta_from_properties(number, &b.finish()?));
+                    if let Some(o) = builder.take() {
+                        outputs.push(o.finish()?);
                     }
                 }
                 if builder.is_none() {
                     let number = self.new_output_number();
                     let path = table_file_name(&self.dir, number);
                     let file = self.options.fs.create(&path)?;
-                    builder = Some((
+                    builder = Some(OpenOutput {
                         number,
-                        TableBuilder::new(TableOptions::from_options(&self.options), file, path),
-                    ));
+                        builder: TableBuilder::new(
+                            TableOptions::from_options(&self.options),
+                            file,
+                            path,
+                        ),
+                        oldest_blob: 0,
+                    });
                 }
-                if let Some((_, b)) = builder.as_mut() {
+                if let Some(o) = builder.as_mut() {
                     for (seq, kind, value) in out {
+                        if let Some(r) = blob_ref_of(kind, &value) {
+                            if o.oldest_blob == 0 || r.file_number < o.oldest_blob {
+                                o.oldest_blob = r.file_number;
+                            }
+                        }
                         key_buf.clear();
                         append_internal_key(&mut key_buf, &user_key, seq, kind);
-                        b.add(&key_buf, &value)?;
+                        o.builder.add(&key_buf, &value)?;
                     }
                 }
             }
             input.status()
         })();
+        let result = result.and_then(|()| {
+            // The relocated values must be durable before the edit naming their new home.
+            match relocation.as_mut() {
+                Some(w) => {
+                    w.flush()?;
+                    w.sync(self.options.fs.as_ref())?;
+                    w.close()?;
+                    Ok(Some((w.number(), w.record_bytes())))
+                }
+                None => Ok(None),
+            }
+        });
         match result {
-            Ok(()) => {
-                if let Some((number, b)) = builder.take() {
-                    outputs.push(meta_from_properties(number, &b.finish()?));
+            Ok(new_blob) => {
+                if let Some(o) = builder.take() {
+                    outputs.push(o.finish()?);
                 }
                 if !outputs.is_empty() {
                     self.options.fs.sync_dir(&self.dir)?;
                 }
-                Ok(outputs)
+                Ok(JobOutput {
+                    tables: outputs,
+                    blob_garbage,
+                    new_blob,
+                })
             }
             Err(e) => {
-                if let Some((number, b)) = builder.take() {
+                if let Some(w) = relocation.take() {
+                    let mut state = self.state.lock();
+                    state.pending_outputs.remove(&w.number());
+                    let _ = self.options.fs.remove(w.path());
+                }
+                if let Some(OpenOutput {
+                    number, builder: b, ..
+                }) = builder.take()
+                {
                     b.abandon();
                     outputs.push(FileMetaData {
                         number,
@@ -252,6 +350,7 @@ impl DbInner {
                         num_deletions: 0,
                         max_expiry_micros: 0,
                         has_permanent_entries: true,
+                        oldest_blob_file: 0,
                     });
                 }
                 let mut state = self.state.lock();
@@ -275,7 +374,7 @@ impl DbInner {
         job: &JobContext,
         user_key: &[u8],
         entries: &[Entry],
-    ) -> Output {
+    ) -> Result<Output> {
         let mut out: Output = Vec::new();
         let mut i = 0;
         while let Some(first) = entries.get(i) {
@@ -297,21 +396,87 @@ impl DbInner {
                         out.push((first.sequence, ValueKind::Deletion, Vec::new()));
                     }
                 }
-                ValueKind::Value | ValueKind::ExpiringValue => {
+                ValueKind::Value
+                | ValueKind::ExpiringValue
+                | ValueKind::BlobIndex
+                | ValueKind::ExpiringBlobIndex => {
                     let value = EntryValue {
                         sequence: first.sequence,
                         kind: first.kind,
                         stored: &first.value,
                     };
-                    self.emit_value(c, job, user_key, value, place, &mut out);
+                    self.emit_value(c, job, user_key, value, place, &mut out)?;
                 }
                 ValueKind::Merge => {
-                    self.resolve_merge(c, job, user_key, &entries[i..], end - i, place, &mut out)
+                    self.resolve_merge(c, job, user_key, &entries[i..], end - i, place, &mut out)?
                 }
             }
             i = end;
         }
-        out
+        Ok(out)
+    }
+
+    /// The user's value an entry's stored value (after any expiry) stands for: itself, or
+    /// what its blob reference points at.
+    fn resolve_stored<'a>(
+        &self,
+        user_key: &[u8],
+        kind: ValueKind,
+        stored: &'a [u8],
+    ) -> Result<Cow<'a, [u8]>> {
+        if !kind.is_blob() {
+            return Ok(Cow::Borrowed(stored));
+        }
+        let r = BlobRef::decode(stored)
+            .ok_or_else(|| Error::corruption("<compaction>", 0, "malformed blob reference"))?;
+        Ok(Cow::Owned(self.blob_cache.read(Some(user_key), &r)?))
+    }
+
+    /// Moves the values `out` keeps in blob files due for collection into the job's own blob
+    /// file (created on first use), pointing the entries at the copies; the old records become
+    /// garbage.
+    fn relocate_blobs(
+        &self,
+        user_key: &[u8],
+        out: &mut Output,
+        collect: &std::collections::HashSet<u64>,
+        relocation: &mut Option<BlobFileWriter>,
+        garbage: &mut BlobTally,
+    ) -> Result<()> {
+        for (_, kind, stored) in out.iter_mut() {
+            let Some(r) = blob_ref_of(*kind, stored) else {
+                continue;
+            };
+            if !collect.contains(&r.file_number) {
+                continue;
+            }
+            let value = self.blob_cache.read(Some(user_key), &r)?;
+            if relocation.is_none() {
+                let number = self.new_output_number();
+                *relocation = Some(BlobFileWriter::create(
+                    self.options.fs.as_ref(),
+                    &self.dir,
+                    number,
+                )?);
+            }
+            let Some(writer) = relocation.as_mut() else {
+                continue;
+            };
+            let moved = writer.add(user_key, &value)?;
+            let prefix = if kind.is_expiring() {
+                EXPIRY_PREFIX_LEN
+            } else {
+                0
+            };
+            stored.truncate(prefix);
+            moved.encode_to(stored);
+            let bytes = garbage.entry(r.file_number).or_default();
+            *bytes = bytes.saturating_add(r.length);
+            self.stats
+                .blob_bytes_relocated
+                .fetch_add(moved.length, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Resolves a stripe whose newest entry is a merge operand. `entries` starts at that operand
@@ -326,7 +491,7 @@ impl DbInner {
         stripe_len: usize,
         place: Placement,
         out: &mut Output,
-    ) {
+    ) -> Result<()> {
         let sequence = entries[0].sequence;
         // The operands run down to the first full entry, across older stripes too: the readers
         // of this stripe see all of them.
@@ -337,10 +502,10 @@ impl DbInner {
         let base = entries.get(run);
         let foldable = match base {
             Some(e) => match e.kind {
-                ValueKind::Deletion | ValueKind::Value => true,
+                ValueKind::Deletion | ValueKind::Value | ValueKind::BlobIndex => true,
                 // A live expiring base cannot be folded: once it expires, readers must see the
                 // operands applied to nothing, which a folded value could not give them.
-                ValueKind::ExpiringValue => {
+                ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                     split_expiring(&e.value).is_some_and(|(expiry, _)| expiry <= job.now)
                 }
                 ValueKind::Merge => false,
@@ -350,10 +515,13 @@ impl DbInner {
             None => c.is_base_level_for_key(user_key),
         };
         if foldable {
-            let existing = base.and_then(|e| match e.kind {
-                ValueKind::Value => Some(e.value.as_slice()),
+            let existing = match base {
+                Some(e) if matches!(e.kind, ValueKind::Value | ValueKind::BlobIndex) => {
+                    Some(self.resolve_stored(user_key, e.kind, &e.value)?)
+                }
                 _ => None,
-            });
+            };
+            let existing = existing.as_deref();
             let operands: Vec<&[u8]> = entries[..run]
                 .iter()
                 .rev()
@@ -365,8 +533,7 @@ impl DbInner {
                     kind: ValueKind::Value,
                     stored: &merged,
                 };
-                self.emit_value(c, job, user_key, value, place, out);
-                return;
+                return self.emit_value(c, job, user_key, value, place, out);
             }
         }
         // Keep the stripe's operands, combined into one if the operator can, and its base if the
@@ -392,6 +559,7 @@ impl DbInner {
         if let Some(b) = base.filter(|_| run < stripe_len) {
             out.push((b.sequence, b.kind, b.value.clone()));
         }
+        Ok(())
     }
 
     /// The merge operator's full merge, or `None` (logged) if it fails or there is none; the
@@ -423,22 +591,23 @@ impl DbInner {
         value: EntryValue<'_>,
         place: Placement,
         out: &mut Output,
-    ) {
+    ) -> Result<()> {
         let EntryValue {
             sequence,
             kind,
             stored,
         } = value;
-        let (user_value, expiry) = match kind {
-            ValueKind::ExpiringValue => match split_expiring(stored) {
+        let (user_value, expiry) = if kind.is_expiring() {
+            match split_expiring(stored) {
                 Some((expiry, v)) => (v, Some(expiry)),
                 None => {
                     // Malformed: keep it for reads to report, never guess.
                     out.push((sequence, kind, stored.to_vec()));
-                    return;
+                    return Ok(());
                 }
-            },
-            _ => (stored, None),
+            }
+        } else {
+            (stored, None)
         };
         let removed = if expiry.is_some_and(|e| e <= job.now) {
             self.stats.expired_dropped.fetch_add(1, Ordering::Relaxed);
@@ -463,8 +632,17 @@ impl DbInner {
             .compaction_filter
             .as_ref()
             .filter(|_| place.unseen_by_snapshots && !removed);
+        let decision = match filter {
+            // The filter judges the user's value, read from its blob file if need be.
+            Some(f) => Some(f.filter(
+                c.output_level(),
+                user_key,
+                &self.resolve_stored(user_key, kind, user_value)?,
+            )),
+            None => None,
+        };
         let removed = removed
-            || match filter.map(|f| f.filter(c.output_level(), user_key, user_value)) {
+            || match decision {
                 None | Some(FilterDecision::Keep) => false,
                 Some(FilterDecision::Remove) => {
                     self.stats.filtered_dropped.fetch_add(1, Ordering::Relaxed);
@@ -479,7 +657,7 @@ impl DbInner {
             if place.must_hide_older {
                 out.push((sequence, ValueKind::Deletion, Vec::new()));
             }
-            return;
+            return Ok(());
         }
         match (changed, expiry) {
             (None, _) => out.push((sequence, kind, stored.to_vec())),
@@ -489,6 +667,30 @@ impl DbInner {
                 s.extend_from_slice(&expiry.to_le_bytes());
                 s.extend_from_slice(&v);
                 out.push((sequence, ValueKind::ExpiringValue, s));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts every blob reference of `entries` (one user key's inputs) that `out` does not keep as
+/// garbage of its blob file.
+fn count_blob_garbage(entries: &[Entry], out: &Output, garbage: &mut BlobTally) {
+    let mut kept: Vec<BlobRef> = out
+        .iter()
+        .filter_map(|(_, kind, stored)| blob_ref_of(*kind, stored))
+        .collect();
+    for e in entries {
+        let Some(r) = blob_ref_of(e.kind, &e.value) else {
+            continue;
+        };
+        match kept.iter().position(|k| *k == r) {
+            Some(i) => {
+                kept.swap_remove(i);
+            }
+            None => {
+                let bytes = garbage.entry(r.file_number).or_default();
+                *bytes = bytes.saturating_add(r.length);
             }
         }
     }
@@ -509,7 +711,13 @@ fn zero_bottommost_sequence(
         return;
     };
     let zeroable = oldest.0 != 0
-        && matches!(oldest.1, ValueKind::Value | ValueKind::ExpiringValue)
+        && matches!(
+            oldest.1,
+            ValueKind::Value
+                | ValueKind::ExpiringValue
+                | ValueKind::BlobIndex
+                | ValueKind::ExpiringBlobIndex
+        )
         && c.output_level() > 0
         && job.stripe_of(oldest.0) == 0
         && c.is_base_level_for_key(user_key);
@@ -545,7 +753,7 @@ struct Placement {
     must_hide_older: bool,
 }
 
-/// A value entry about to be written: its sequence number, kind (`Value` or `ExpiringValue`)
+/// A value entry about to be written: its sequence number, kind (a value or blob reference kind)
 /// and value as stored (with the expiry prefix for an expiring value).
 struct EntryValue<'a> {
     sequence: SequenceNumber,

@@ -26,6 +26,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::batch::WriteBatch;
+use crate::blob::{BlobCache, BlobFileWriter};
 use crate::cache::BlockCache;
 use crate::env::FileLock;
 use crate::error::{Error, Result};
@@ -98,6 +99,12 @@ pub(crate) struct DbInner {
     pub(crate) work_available: Condvar,
     /// The active WAL. Only the head of the writer queue uses it.
     pub(crate) wal: Mutex<Option<LogWriter>>,
+    /// The active WAL's blob file, created by the first separated value written beside that
+    /// WAL and numbered like it. Only the head of the writer queue uses it, always while holding
+    /// `wal` (taken first).
+    pub(crate) blob_writer: Mutex<Option<BlobFileWriter>>,
+    /// Open blob files, for reads.
+    pub(crate) blob_cache: Arc<BlobCache>,
     /// The last sequence number whose write is fully in the memtable.
     pub(crate) last_sequence: AtomicU64,
     /// What readers search, swapped whole on every flush and compaction. An `ArcSwap` lets a
@@ -184,6 +191,10 @@ impl Db {
         options: &WriteOptions,
     ) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
+        let expiry = self.inner.default_expiry();
+        if let Some(done) = self.inner.put_separated(options, key, value, expiry) {
+            return done;
+        }
         let mut batch = WriteBatch::with_capacity(key.len() + value.len());
         batch.put(key, value);
         self.inner.write(options, Some(batch))
@@ -197,8 +208,14 @@ impl Db {
         value: impl AsRef<[u8]>,
         ttl: std::time::Duration,
     ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let expiry = self.inner.expiry_after(ttl);
+        let options = WriteOptions::default();
+        if let Some(done) = self.inner.put_separated(&options, key, value, Some(expiry)) {
+            return done;
+        }
         let mut batch = WriteBatch::new();
-        batch.put_with_expiry(key, value, self.inner.expiry_after(ttl));
+        batch.put_with_expiry(key, value, expiry);
         self.inner.write(&WriteOptions::default(), Some(batch))
     }
 
@@ -340,6 +357,10 @@ impl Drop for Db {
         // Hand the WAL's last bytes to the OS; a failure here cannot be reported from drop, and
         // every acknowledged write was already flushed by its writer.
         if let Some(wal) = self.inner.wal.lock().as_mut() {
+            if let Some(blob) = self.inner.blob_writer.lock().as_mut() {
+                let _ = blob.flush();
+                let _ = blob.close();
+            }
             let _ = wal.flush();
             let _ = wal.close();
         }

@@ -11,12 +11,14 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use super::{Db, DbInner, DbState, ReadView};
-use crate::batch::WriteBatch;
+use crate::batch::{blob_ref_of, WriteBatch};
+use crate::blob::BlobCache;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::filename::{
-    current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
+    blob_file_name, current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
 };
+use crate::iter::InternalIterator;
 use crate::key::InternalKeyComparator;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -58,6 +60,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         block_cache.clone(),
     ));
 
+    let blob_cache = Arc::new(BlobCache::new(dir.to_path_buf(), options.fs.clone()));
+
     if options.paranoid_checks {
         let version = versions.current();
         for level in 0..crate::limits::NUM_LEVELS {
@@ -80,7 +84,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
                     wals.push(n);
                 }
             }
-            Some(FileType::Table(n) | FileType::Manifest(n)) => versions.mark_file_number_used(n),
+            Some(FileType::Table(n) | FileType::Manifest(n) | FileType::Blob(n)) => {
+                versions.mark_file_number_used(n)
+            }
             _ => {}
         }
     }
@@ -92,6 +98,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         dir,
         options: &options,
         icmp: &icmp,
+        blob_cache: &blob_cache,
         read_only: false,
     };
     replay.replay_all(
@@ -124,6 +131,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     let mem = Arc::new(super::new_memtable(&options, &icmp));
     let inner = Arc::new(build_inner(Parts {
         dir,
+        blob_cache,
         options,
         icmp: icmp.clone(),
         table_cache,
@@ -153,9 +161,25 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     Ok(Db { inner, threads })
 }
 
+/// Makes the blob files `edit` records durable, with their directory entries. The tables repair
+/// writes reference blob records that the process which wrote them may never have synced;
+/// once the repair's edit retires the WALs, the references must not outlive the bytes they
+/// point at. (Recovery copies such values instead, see `Replay::flush_recovered`, because a
+/// sync cannot revive bytes an earlier failed sync lost; repair salvages what is there.)
+pub(crate) fn sync_blob_files(options: &Options, dir: &Path, edit: &VersionEdit) -> Result<()> {
+    if edit.blob_files.is_empty() {
+        return Ok(());
+    }
+    for &(number, _) in &edit.blob_files {
+        options.fs.sync_file(&blob_file_name(dir, number))?;
+    }
+    options.fs.sync_dir(dir)
+}
+
 /// Everything a [`DbInner`] is made of.
 struct Parts<'a> {
     dir: &'a Path,
+    blob_cache: Arc<BlobCache>,
     options: Options,
     icmp: InternalKeyComparator,
     table_cache: Arc<TableCache>,
@@ -198,6 +222,8 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         background_done: Condvar::new(),
         work_available: Condvar::new(),
         wal: Mutex::new(p.wal),
+        blob_writer: Mutex::new(None),
+        blob_cache: p.blob_cache,
         last_sequence: AtomicU64::new(p.last_sequence),
         view: ArcSwap::from_pointee(view),
         stats: Default::default(),
@@ -242,10 +268,12 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
     let mut mem = Arc::new(MemTable::new(icmp.clone()));
     let mut last_sequence = recovered.last_sequence;
     let mut edit = VersionEdit::default();
+    let blob_cache = Arc::new(BlobCache::new(dir.to_path_buf(), options.fs.clone()));
     let replay = Replay {
         dir,
         options: &options,
         icmp: &icmp,
+        blob_cache: &blob_cache,
         read_only: true,
     };
     replay.replay_all(
@@ -257,6 +285,7 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
     )?;
     let inner = Arc::new(build_inner(Parts {
         dir,
+        blob_cache,
         options,
         icmp,
         table_cache,
@@ -279,6 +308,8 @@ struct Replay<'a> {
     dir: &'a Path,
     options: &'a Options,
     icmp: &'a InternalKeyComparator,
+    /// Checks the blob references of replayed batches.
+    blob_cache: &'a BlobCache,
     /// Keep everything in memory: nothing may be written.
     read_only: bool,
 }
@@ -318,6 +349,21 @@ impl Replay<'_> {
         while let Some(record) = reader.read_record()? {
             let offset = reader.last_record_offset();
             let batch = WriteBatch::from_data(record, &path, offset)?;
+            if let Err(e) = self.check_blob_references(&batch) {
+                if !is_last {
+                    // Every older WAL was synced after its blob file: its references must hold.
+                    return Err(e);
+                }
+                // The record was written but its blob bytes never became durable: the write
+                // was not synced, so it and everything after it are a torn tail.
+                tracing::warn!(
+                    wal = %path.display(),
+                    offset,
+                    error = %e,
+                    "dropped the WAL tail from a record whose blob value is missing"
+                );
+                break;
+            }
             let first = batch.sequence();
             batch.insert_into(mem)?;
             let last = first + u64::from(batch.count()).saturating_sub(1);
@@ -350,6 +396,26 @@ impl Replay<'_> {
         Ok(())
     }
 
+    /// Reads back every value `batch` keeps in a blob file, checking it is whole and belongs to
+    /// its key.
+    fn check_blob_references(&self, batch: &WriteBatch) -> Result<()> {
+        if !batch.has_blob_index() {
+            return Ok(());
+        }
+        for entry in batch.iter() {
+            let entry = entry?;
+            if let Some(r) = blob_ref_of(entry.kind, entry.value) {
+                self.blob_cache.read(Some(entry.key), &r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `mem` to a level-0 table recorded in `edit`. The values its blob references
+    /// point at are copied into a new blob file, synced before the table, and the table
+    /// references the copies: the replayed WALs' blob files may hold bytes an earlier failed
+    /// sync left in the page cache only (such bytes never become durable, whoever syncs them
+    /// later), and the edit that retires those WALs must not leave tables pointing at them.
     fn flush_recovered(
         &self,
         mem: &Arc<MemTable>,
@@ -357,15 +423,146 @@ impl Replay<'_> {
         edit: &mut VersionEdit,
     ) -> Result<()> {
         let number = versions.new_file_number();
-        let mut iter = mem.iter();
-        crate::iter::InternalIterator::seek_to_first(&mut iter);
-        if let Some(meta) =
-            super::background::build_table(self.dir, self.options, number, &mut iter)?
-        {
+        let blob_number = versions.new_file_number();
+        let mut iter = BlobCopier {
+            inner: mem.iter(),
+            cache: self.blob_cache,
+            fs: self.options.fs.as_ref(),
+            dir: self.dir,
+            number: blob_number,
+            writer: None,
+            value: None,
+            error: None,
+        };
+        iter.seek_to_first();
+        let mut blobs = super::background::BlobTally::new();
+        let built =
+            super::background::build_table(self.dir, self.options, number, &mut iter, &mut blobs);
+        let built = built.and_then(|meta| {
+            iter.status()?;
+            if let Some(w) = iter.writer.as_mut() {
+                w.flush()?;
+                w.sync(self.options.fs.as_ref())?;
+                w.close()?;
+            }
+            Ok(meta)
+        });
+        let meta = match built {
+            Ok(meta) => meta,
+            Err(e) => {
+                let _ = self
+                    .options
+                    .fs
+                    .remove(&blob_file_name(self.dir, blob_number));
+                return Err(e);
+            }
+        };
+        if let Some(meta) = meta {
             self.options.fs.sync_dir(self.dir)?;
             edit.add_file(0, meta);
+            for (blob, bytes) in blobs {
+                edit.add_blob_bytes(blob, bytes);
+            }
         }
         Ok(())
+    }
+}
+
+/// Walks a recovered memtable for a flush, copying every value a blob reference points at into
+/// a new blob file and presenting the entry with a reference to the copy.
+struct BlobCopier<'a> {
+    inner: crate::memtable::MemTableIterator,
+    cache: &'a BlobCache,
+    fs: &'a dyn crate::env::Fs,
+    dir: &'a Path,
+    number: u64,
+    writer: Option<crate::blob::BlobFileWriter>,
+    /// The current entry's rewritten stored value, when it holds a blob reference.
+    value: Option<Vec<u8>>,
+    error: Option<Error>,
+}
+
+impl BlobCopier<'_> {
+    fn copy_current(&mut self) {
+        self.value = None;
+        if self.error.is_some() || !self.inner.valid() {
+            return;
+        }
+        let Some(p) = crate::key::parse_internal_key(self.inner.key()) else {
+            return;
+        };
+        let Some(r) = blob_ref_of(p.kind, self.inner.value()) else {
+            return;
+        };
+        let copied = (|| -> Result<Vec<u8>> {
+            let value = self.cache.read(Some(p.user_key), &r)?;
+            if self.writer.is_none() {
+                self.writer = Some(crate::blob::BlobFileWriter::create(
+                    self.fs,
+                    self.dir,
+                    self.number,
+                )?);
+            }
+            let Some(w) = self.writer.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            let moved = w.add(p.user_key, &value)?;
+            let mut stored = Vec::with_capacity(40);
+            if p.kind.is_expiring() {
+                stored.extend_from_slice(self.inner.value().get(..8).unwrap_or(&[]));
+            }
+            moved.encode_to(&mut stored);
+            Ok(stored)
+        })();
+        match copied {
+            Ok(stored) => self.value = Some(stored),
+            Err(e) => self.error = Some(e),
+        }
+    }
+}
+
+impl InternalIterator for BlobCopier<'_> {
+    fn valid(&self) -> bool {
+        self.error.is_none() && self.inner.valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+        self.copy_current();
+    }
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last();
+        self.copy_current();
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+        self.copy_current();
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.inner.seek_for_prev(target);
+        self.copy_current();
+    }
+    fn next(&mut self) {
+        self.inner.next();
+        self.copy_current();
+    }
+    fn prev(&mut self) {
+        self.inner.prev();
+        self.copy_current();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        match &self.value {
+            Some(v) => v,
+            None => self.inner.value(),
+        }
+    }
+    fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.duplicate()),
+            None => self.inner.status(),
+        }
     }
 }
 

@@ -6,10 +6,11 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 
 use super::{Db, DbInner, ReadView};
+use crate::blob::BlobCache;
 use crate::error::{Error, Result};
 use crate::iter::{
-    apply_merge, split_expiring, DbIterator, InternalIterator, LevelIterator, MergingIterator,
-    ReadContext,
+    apply_merge, resolve_value, split_expiring, DbIterator, InternalIterator, LevelIterator,
+    MergingIterator, ReadContext,
 };
 use crate::key::{parse_internal_key, Comparator, LookupKey, ValueKind};
 use crate::merge::MergeOperator;
@@ -24,6 +25,8 @@ struct GetState<'a> {
     user_cmp: &'a dyn Comparator,
     now_micros: u64,
     merge_operator: Option<&'a dyn MergeOperator>,
+    /// Where values kept in blob files are read from.
+    blobs: &'a BlobCache,
     /// Merge operands seen so far, newest first.
     operands: Vec<Vec<u8>>,
     outcome: Outcome,
@@ -48,15 +51,27 @@ impl GetState<'_> {
             return Ok(false);
         }
         match parsed.kind {
-            ValueKind::Value => self.outcome = Outcome::Found(value.to_vec()),
-            ValueKind::ExpiringValue => {
+            ValueKind::Value | ValueKind::BlobIndex => {
+                self.outcome = Outcome::Found(resolve_value(
+                    Some(self.blobs),
+                    self.user_key,
+                    parsed.kind,
+                    value,
+                )?)
+            }
+            ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                 let (expiry, v) = split_expiring(value).ok_or_else(|| {
                     Error::corruption("<read>", 0, "expiring value shorter than its expiry")
                 })?;
                 self.outcome = if expiry <= self.now_micros {
                     Outcome::Deleted
                 } else {
-                    Outcome::Found(v.to_vec())
+                    Outcome::Found(resolve_value(
+                        Some(self.blobs),
+                        self.user_key,
+                        parsed.kind,
+                        v,
+                    )?)
                 };
             }
             ValueKind::Deletion => self.outcome = Outcome::Deleted,
@@ -99,6 +114,7 @@ impl DbInner {
             sequence,
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.clone(),
+            blobs: Some(self.blob_cache.clone()),
         }
     }
 
@@ -131,6 +147,7 @@ impl DbInner {
             user_cmp: self.icmp.user().as_ref(),
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.as_deref(),
+            blobs: &self.blob_cache,
             operands: Vec::new(),
             outcome: Outcome::Searching,
         };
@@ -332,7 +349,14 @@ impl Range {
             self.finished = true;
             return None;
         }
-        let value = it.value().to_vec();
+        let value = match it.try_value() {
+            Ok(v) => v.to_vec(),
+            Err(e) => {
+                // A value that cannot be read from its blob file ends the iteration with the error.
+                self.finished = true;
+                return Some(Err(e));
+            }
+        };
         if from_front {
             self.front_last = Some(key.clone());
         } else {

@@ -4,11 +4,18 @@
 //!
 //! Rewriting everything (instead of reusing intact tables) keeps the result correct even when
 //! salvaged tables would otherwise overlap in ways the level invariants forbid.
+//!
+//! Blob files stay where they are and are never rewritten: an entry keeps its blob reference
+//! when the record it names reads back intact (else the entry is dropped and reported), and the
+//! new manifest records each blob file with the bytes the new tables reference. The blob files
+//! are synced before that manifest edit; unreferenced ones are deleted at the next open.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::WriteBatch;
+use super::background::{tally_blob_reference, BlobTally};
+use crate::batch::{blob_ref_of, WriteBatch};
+use crate::blob::BlobCache;
 use crate::error::{Error, Result};
 use crate::filename::{
     current_file_name, lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType,
@@ -60,10 +67,12 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             Some(FileType::Table(n)) => tables.push(n),
             Some(FileType::Wal(n)) => wals.push(n),
             Some(FileType::Manifest(n)) => manifests.push(n),
+            Some(FileType::Blob(_)) => {}
             _ => continue,
         }
-        if let Some(FileType::Table(n) | FileType::Wal(n) | FileType::Manifest(n)) =
-            parse_file_name(&name)
+        if let Some(
+            FileType::Table(n) | FileType::Wal(n) | FileType::Manifest(n) | FileType::Blob(n),
+        ) = parse_file_name(&name)
         {
             max_number = max_number.max(n);
         }
@@ -183,6 +192,11 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let mut merged = MergingIterator::new(icmp.clone(), sources);
     merged.seek_to_first();
     let mut edit = VersionEdit::default();
+    // Blob files are kept where they are: entries that reference a readable blob record keep
+    // their reference, and the blob files are recorded with the bytes the new tables reference.
+    let blob_cache = BlobCache::new(dir.to_path_buf(), fs.clone());
+    let mut blobs = BlobTally::new();
+    let mut oldest_blob = 0u64;
     let mut builder: Option<(u64, TableBuilder)> = None;
     let mut previous: Vec<u8> = Vec::new();
     while merged.valid() {
@@ -193,9 +207,21 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             continue;
         }
         let new_user_key = crate::key::user_key(&previous) != crate::key::user_key(key);
+        if let Some(p) = parse_internal_key(key) {
+            if let Some(r) = blob_ref_of(p.kind, merged.value()) {
+                if let Err(e) = blob_cache.read(Some(p.user_key), &r) {
+                    report.problems.push(format!(
+                        "dropped an entry whose blob value is unreadable: {e}"
+                    ));
+                    merged.next();
+                    continue;
+                }
+            }
+        }
         if let Some((number, b)) = builder.take() {
             if new_user_key && b.file_size() >= options.max_file_size {
-                let meta = super::background::meta_from_properties(number, &b.finish()?);
+                let mut meta = super::background::meta_from_properties(number, &b.finish()?);
+                meta.oldest_blob_file = std::mem::take(&mut oldest_blob);
                 report.entries_recovered += meta.num_entries;
                 report.tables_written += 1;
                 edit.add_file(1, meta);
@@ -212,22 +238,34 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                 builder.insert((number, TableBuilder::new(table_options.clone(), file, path)))
             }
         };
+        if let Some(blob) = tally_blob_reference(key, merged.value(), &mut blobs) {
+            oldest_blob = if oldest_blob == 0 {
+                blob
+            } else {
+                oldest_blob.min(blob)
+            };
+        }
         b.add(key, merged.value())?;
         previous.clear();
         previous.extend_from_slice(key);
         merged.next();
     }
     if let Some((number, b)) = builder.take() {
-        let meta = super::background::meta_from_properties(number, &b.finish()?);
+        let mut meta = super::background::meta_from_properties(number, &b.finish()?);
+        meta.oldest_blob_file = oldest_blob;
         report.entries_recovered += meta.num_entries;
         report.tables_written += 1;
         edit.add_file(1, meta);
     }
     merged.status()?;
+    for (number, bytes) in blobs {
+        edit.add_blob_bytes(number, bytes);
+    }
     fs.sync_dir(dir)?;
     let log_number = versions.new_file_number();
     edit.log_number = Some(log_number);
     versions.set_last_sequence(last_sequence);
+    super::open::sync_blob_files(options, dir, &edit)?;
     versions.log_and_apply(edit)?;
 
     // Keep damaged files for forensics; every other old table and WAL is now obsolete.

@@ -13,6 +13,8 @@ pub(crate) struct Counters {
     pub(crate) user_bytes_written: AtomicU64,
     pub(crate) user_writes: AtomicU64,
     pub(crate) wal_bytes: AtomicU64,
+    pub(crate) blob_bytes_written: AtomicU64,
+    pub(crate) blob_bytes_relocated: AtomicU64,
     pub(crate) wal_syncs: AtomicU64,
     pub(crate) slowdowns: AtomicU64,
     pub(crate) stalls: AtomicU64,
@@ -36,6 +38,14 @@ pub(crate) struct LevelCounters {
 }
 
 impl Counters {
+    /// A put written without a batch (see `DbInner::put_separated`): counted as the batch of
+    /// one it stands for.
+    pub(crate) fn record_user_put(&self, key_and_value_bytes: usize) {
+        self.user_writes.fetch_add(1, Ordering::Relaxed);
+        self.user_bytes_written
+            .fetch_add(key_and_value_bytes as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_user_write(&self, batch: &WriteBatch) {
         self.user_writes
             .fetch_add(u64::from(batch.count()), Ordering::Relaxed);
@@ -78,6 +88,16 @@ pub struct DbStats {
     pub wal_bytes: u64,
     /// WAL syncs.
     pub wal_syncs: u64,
+    /// Bytes of records the write path appended to blob files (separated values).
+    pub blob_bytes_written: u64,
+    /// Bytes of records blob garbage collection copied to new blob files.
+    pub blob_bytes_relocated: u64,
+    /// Blob files the current version references.
+    pub blob_files: u64,
+    /// Record bytes of those blob files.
+    pub blob_total_bytes: u64,
+    /// Of `blob_total_bytes`, the bytes no table references any more.
+    pub blob_garbage_bytes: u64,
     /// Bytes written by flushes.
     pub flush_bytes: u64,
     /// Memtables flushed.
@@ -86,7 +106,7 @@ pub struct DbStats {
     pub compactions: u64,
     /// Tables moved down a level without rewriting.
     pub trivial_moves: u64,
-    /// Bytes written to tables and WALs for each byte of user data.
+    /// Bytes written to tables, WALs and blob files for each byte of user data.
     pub write_amplification: f64,
     /// Writes delayed by a level-0 slowdown.
     pub slowdowns: u64,
@@ -158,6 +178,21 @@ impl DbInner {
             user_writes: load(&c.user_writes),
             wal_bytes: wal,
             wal_syncs: load(&c.wal_syncs),
+            blob_bytes_written: load(&c.blob_bytes_written),
+            blob_bytes_relocated: load(&c.blob_bytes_relocated),
+            blob_files: view.version.blob_files().len() as u64,
+            blob_total_bytes: view
+                .version
+                .blob_files()
+                .values()
+                .map(|m| m.total_bytes)
+                .sum(),
+            blob_garbage_bytes: view
+                .version
+                .blob_files()
+                .values()
+                .map(|m| m.garbage_bytes)
+                .sum(),
             flush_bytes: load(&c.flush_bytes),
             flushes: load(&c.flushes),
             compactions: load(&c.compactions),
@@ -165,7 +200,9 @@ impl DbInner {
             write_amplification: if user == 0 {
                 0.0
             } else {
-                (table_bytes + wal) as f64 / user as f64
+                (table_bytes + wal + load(&c.blob_bytes_written) + load(&c.blob_bytes_relocated))
+                    as f64
+                    / user as f64
             },
             slowdowns: load(&c.slowdowns),
             stalls: load(&c.stalls),

@@ -10,8 +10,10 @@ use parking_lot::{Condvar, MutexGuard};
 
 use super::{DbInner, DbState, PendingWrite};
 use crate::batch::WriteBatch;
+use crate::blob::BlobFileWriter;
 use crate::error::{Error, Result};
 use crate::filename::wal_file_name;
+use crate::iter::{split_expiring, EXPIRY_PREFIX_LEN};
 use crate::key::ValueKind;
 use crate::options::WriteOptions;
 use crate::wal::{LogKind, LogWriter};
@@ -41,6 +43,11 @@ impl DbInner {
         let batch = match batch {
             Some(b) => {
                 b.validate()?;
+                if b.has_blob_index() {
+                    return Err(Error::InvalidArgument(
+                        "a write batch may not hold blob references; the engine makes them".into(),
+                    ));
+                }
                 if b.has_merge() && self.options.merge_operator.is_none() {
                     return Err(Error::InvalidArgument(
                         "merge requires Options::merge_operator to be set".into(),
@@ -124,6 +131,12 @@ impl DbInner {
                         })?;
                     out.put_with_expiry(entry.key, value, expiry)
                 }
+                // Refused before this point: callers never write references.
+                ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex => {
+                    return Err(Error::InvalidArgument(
+                        "a write batch may not hold blob references".into(),
+                    ))
+                }
             }
         }
         Ok(out)
@@ -177,23 +190,34 @@ impl DbInner {
         let count = u64::from(group.count());
         group.set_sequence(first);
         let mem = state.mem.clone();
+        let blob_number = state.mem_wal_number;
+        // What the WAL and the memtable receive when values moved to a blob file; `group`
+        // itself stays as the user wrote it, for the statistics.
+        let mut separated: Option<WriteBatch> = None;
         let result = MutexGuard::unlocked(state, || -> Result<()> {
             if !disable_wal {
                 let mut wal = self.wal.lock();
                 let Some(log) = wal.as_mut() else {
                     return Err(Error::ShuttingDown);
                 };
-                log.add_record(group.data())?;
+                let mut blob = self.blob_writer.lock();
+                separated = self.separate_values(&group, &mut blob, blob_number)?;
+                let logged = separated.as_ref().unwrap_or(&group);
+                log.add_record(logged.data())?;
                 log.flush()?;
                 if sync {
+                    // A synced WAL record must never name blob bytes that are not durable.
+                    if let Some(b) = blob.as_mut() {
+                        b.sync(self.options.fs.as_ref())?;
+                    }
                     log.sync()?;
                     self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
                 }
                 self.stats
                     .wal_bytes
-                    .fetch_add(group.data_size() as u64, Ordering::Relaxed);
+                    .fetch_add(logged.data_size() as u64, Ordering::Relaxed);
             }
-            group.insert_into(&mem)
+            separated.as_ref().unwrap_or(&group).insert_into(&mem)
         });
         match result {
             Ok(()) => {
@@ -205,6 +229,202 @@ impl DbInner {
             }
             Err(e) => {
                 // The WAL may now hold part of the group: nothing later may be acknowledged.
+                self.set_bg_error(state, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Moves the group's large values (at least `min_blob_size`; plain and expiring puts, never
+    /// merge operands) to the active blob file, creating it (numbered like the WAL) on first
+    /// use. Returns the group with references in their place, or `None` when nothing moved.
+    /// The blob bytes are handed to the OS before this returns, so the memtable never holds a
+    /// reference a reader cannot follow. A WAL without its memtable (`disable_wal`) keeps
+    /// values inline: nothing would make their blob file durable before a flush.
+    fn separate_values(
+        &self,
+        group: &WriteBatch,
+        blob: &mut Option<BlobFileWriter>,
+        number: u64,
+    ) -> Result<Option<WriteBatch>> {
+        let Some(min) = self.options.min_blob_size else {
+            return Ok(None);
+        };
+        if group.max_value_len() < min {
+            return Ok(None);
+        }
+        let mut out = WriteBatch::new();
+        out.set_sequence(group.sequence());
+        let mut reference = Vec::with_capacity(EXPIRY_PREFIX_LEN + 30);
+        for entry in group.iter() {
+            let entry = entry?;
+            let (expiry, value) = match entry.kind {
+                ValueKind::Value if entry.value.len() >= min => (None, entry.value),
+                ValueKind::ExpiringValue => match split_expiring(entry.value) {
+                    Some((expiry, v)) if v.len() >= min => (Some(expiry), v),
+                    _ => {
+                        out.push_stored(entry.kind, entry.key, &[entry.value]);
+                        continue;
+                    }
+                },
+                _ => {
+                    out.push_stored(entry.kind, entry.key, &[entry.value]);
+                    continue;
+                }
+            };
+            let kind = self.append_blob(blob, number, entry.key, value, expiry, &mut reference)?;
+            out.push_stored(kind, entry.key, &[&reference]);
+        }
+        if let Some(writer) = blob.as_mut() {
+            writer.flush()?;
+        }
+        Ok(Some(out))
+    }
+
+    /// Appends `value` for `key` to the active blob file (creating it, numbered `number`, on
+    /// first use) and sets `stored` to the entry's stored value: the reference, after the
+    /// expiry if there is one. Returns the entry's kind. The bytes are not yet flushed.
+    fn append_blob(
+        &self,
+        blob: &mut Option<BlobFileWriter>,
+        number: u64,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<u64>,
+        stored: &mut Vec<u8>,
+    ) -> Result<ValueKind> {
+        if blob.is_none() {
+            *blob = Some(BlobFileWriter::create(
+                self.options.fs.as_ref(),
+                &self.dir,
+                number,
+            )?);
+        }
+        let Some(writer) = blob.as_mut() else {
+            return Err(Error::ShuttingDown);
+        };
+        let r = writer.add(key, value)?;
+        stored.clear();
+        let kind = match expiry {
+            Some(e) => {
+                stored.extend_from_slice(&e.to_le_bytes());
+                ValueKind::ExpiringBlobIndex
+            }
+            None => ValueKind::BlobIndex,
+        };
+        r.encode_to(stored);
+        self.stats
+            .blob_bytes_written
+            .fetch_add(r.length, Ordering::Relaxed);
+        Ok(kind)
+    }
+
+    /// A single put whose value goes to a blob file, written from the caller's buffer: the
+    /// value is never copied into a write batch (for a 100 KB value that copy, and its
+    /// allocation, are a noticeable share of the write). The writer waits for the head of the
+    /// queue like any other and then runs alone (a group never absorbs it, nor it a group).
+    /// `None` when the put does not qualify (separation off, a small value, `disable_wal`, a
+    /// limit exceeded: the batch path then applies and reports limits as always).
+    pub(crate) fn put_separated(
+        &self,
+        options: &WriteOptions,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<u64>,
+    ) -> Option<Result<()>> {
+        let min = self.options.min_blob_size?;
+        let batch_bytes = crate::batch::BATCH_HEADER_LEN
+            + 1
+            + crate::codec::varint_len(key.len() as u64)
+            + key.len()
+            + crate::codec::varint_len(value.len() as u64)
+            + value.len()
+            + expiry.map_or(0, |_| EXPIRY_PREFIX_LEN);
+        let qualifies = !self.read_only
+            && !options.disable_wal
+            && value.len() >= min
+            && key.len() <= crate::limits::MAX_KEY_BYTES
+            && value.len() <= crate::limits::MAX_VALUE_BYTES
+            && batch_bytes <= crate::limits::MAX_BATCH_BYTES;
+        if !qualifies {
+            return None;
+        }
+        let wake = WRITER_WAKE.with(Arc::clone);
+        let mut state = self.state.lock();
+        let id = state.next_writer_id;
+        state.next_writer_id += 1;
+        // No batch: no leader takes this writer into its group (a group ends at a writer
+        // without a batch), so it always leads itself.
+        state.writers.push_back(PendingWrite {
+            id,
+            batch: None,
+            sync: options.sync,
+            disable_wal: false,
+            wake: wake.clone(),
+        });
+        while state.writers.front().map(|w| w.id) != Some(id) {
+            wake.wait(&mut state);
+        }
+        let mut result = self.make_room_for_write(&mut state, false);
+        if result.is_ok() {
+            result = self.apply_separated_put(&mut state, key, value, expiry, options.sync);
+        }
+        state.writers.pop_front();
+        if let Some(next) = state.writers.front() {
+            next.wake.notify_one();
+        }
+        Some(result)
+    }
+
+    /// Logs and applies one separated put, as [`DbInner::apply_group`] does a group.
+    fn apply_separated_put(
+        &self,
+        state: &mut MutexGuard<'_, DbState>,
+        key: &[u8],
+        value: &[u8],
+        expiry: Option<u64>,
+        sync: bool,
+    ) -> Result<()> {
+        let sequence = self.last_sequence.load(Ordering::Acquire) + 1;
+        let mem = state.mem.clone();
+        let blob_number = state.mem_wal_number;
+        let result = MutexGuard::unlocked(state, || -> Result<()> {
+            let mut wal = self.wal.lock();
+            let Some(log) = wal.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            let mut blob = self.blob_writer.lock();
+            let mut stored = Vec::with_capacity(EXPIRY_PREFIX_LEN + 30);
+            let kind = self.append_blob(&mut blob, blob_number, key, value, expiry, &mut stored)?;
+            let Some(writer) = blob.as_mut() else {
+                return Err(Error::ShuttingDown);
+            };
+            // The blob bytes reach the OS before the WAL record naming them.
+            writer.flush()?;
+            let mut batch = WriteBatch::new();
+            batch.push_stored(kind, key, &[&stored]);
+            batch.set_sequence(sequence);
+            log.add_record(batch.data())?;
+            log.flush()?;
+            if sync {
+                writer.sync(self.options.fs.as_ref())?;
+                log.sync()?;
+                self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            self.stats
+                .wal_bytes
+                .fetch_add(batch.data_size() as u64, Ordering::Relaxed);
+            batch.insert_into(&mem)
+        });
+        match result {
+            Ok(()) => {
+                state.versions.set_last_sequence(sequence);
+                self.last_sequence.store(sequence, Ordering::Release);
+                self.stats.record_user_put(key.len() + value.len());
+                Ok(())
+            }
+            Err(e) => {
+                // The WAL or the blob file may now hold part of the write.
                 self.set_bg_error(state, &e);
                 Err(e)
             }
@@ -265,6 +485,11 @@ impl DbInner {
             // preallocated tail), before a newer WAL exists, so recovery never finds a torn or
             // zero-filled tail in a WAL that is not the newest.
             if let Some(mut old) = wal.take() {
+                // The blob file first: a synced WAL never names blob bytes that are not durable.
+                if let Some(mut blob) = self.blob_writer.lock().take() {
+                    blob.sync(self.options.fs.as_ref())?;
+                    blob.close()?;
+                }
                 old.sync()?;
                 old.close()?;
             }

@@ -918,6 +918,33 @@ impl Fs for FaultFs {
         Ok(())
     }
 
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let node = self.state.lock().shadow.live.get(path).copied();
+        let update = |fs: &FaultFs, f: &dyn Fn(&mut Node)| {
+            let mut state = fs.state.lock();
+            if let Some(n) = node.and_then(|id| state.shadow.nodes.get_mut(id)) {
+                f(n);
+            }
+        };
+        match self.check(OpKind::Sync, path) {
+            Verdict::Proceed => {}
+            Verdict::Dead => return Err(crashed_error("sync", path)),
+            Verdict::Fail(e) => {
+                // As for a handle's sync: what reached the OS never becomes durable.
+                update(self, &|n: &mut Node| {
+                    if n.synced < n.flushed {
+                        n.lost.push((n.synced, n.flushed));
+                    }
+                });
+                return Err(io_error(e, "sync", path));
+            }
+        }
+        self.inner.sync_file(path)?;
+        // Only what reached the OS can be made durable through another descriptor.
+        update(self, &|n: &mut Node| n.synced = n.synced.max(n.flushed));
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.gate(OpKind::SyncDir, "sync dir", dir)?;
         self.inner.sync_dir(dir)?;

@@ -249,6 +249,10 @@ impl Fs for MemFs {
         Ok(())
     }
 
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        self.get(path, "sync").map(|_| ())
+    }
+
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         if self.state.lock().dirs.contains(dir) {
             Ok(())

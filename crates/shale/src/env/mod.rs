@@ -40,6 +40,10 @@ pub trait WritableFile: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A hint that about `bytes` more will be appended: an implementation may reserve the space
+    /// now (without changing the file's size), so appends need not allocate it piece by piece.
+    /// The default does nothing; a failure is not an error (appends report a full disk).
+    fn reserve(&mut self, _bytes: u64) {}
 }
 
 /// A file open for positional reads, shared between threads.
@@ -99,6 +103,16 @@ pub trait Fs: Send + Sync + 'static {
     fn remove_dir(&self, dir: &Path) -> Result<()>;
     /// Makes the entries of `dir` durable (creations, renames, removals).
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes the contents of an existing file durable without a handle from [`Fs::create`]
+    /// (as `fsync` on a newly opened descriptor does on POSIX). Recovery uses it for blob files
+    /// written by a process that ended before syncing them. The default refuses: a filesystem
+    /// must say how it does this.
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        Err(crate::Error::InvalidArgument(format!(
+            "this filesystem cannot sync {} by name",
+            path.display()
+        )))
+    }
     /// Takes an exclusive lock on `path` (created if missing); fails with
     /// [`crate::Error::Locked`] if another process or handle holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
@@ -225,6 +239,27 @@ mod tests {
     fn posix_fs_contract() {
         let tmp = tempfile::tempdir().expect("tempdir");
         exercise(&PosixFs::new(), &tmp.path().join("db"));
+    }
+
+    #[test]
+    fn posix_reserve_keeps_the_size_and_close_gives_the_space_back() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("000007.blob");
+        let fs = PosixFs::new();
+        let mut f = fs.create(&path).expect("create");
+        f.append(b"head").expect("append");
+        f.reserve(4 << 20);
+        f.append(&vec![7u8; 200_000]).expect("append");
+        f.flush().expect("flush");
+        let during = std::fs::metadata(&path).expect("metadata");
+        assert_eq!(during.len(), 200_004, "reserving never changes the size");
+        f.close().expect("close");
+        let after = std::fs::metadata(&path).expect("metadata");
+        assert_eq!(after.len(), 200_004);
+        // 512-byte blocks: what is allocated covers the data, not the 4 MiB reserved.
+        assert!(after.blocks() * 512 < 1 << 20, "{} blocks", after.blocks());
+        assert_eq!(fs.file_size(&path).expect("size"), 200_004);
     }
 
     #[test]

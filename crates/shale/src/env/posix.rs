@@ -40,11 +40,31 @@ impl PosixFs {
     }
 }
 
+/// Writes all of `first` then all of `second` with as few `writev` calls as the kernel allows.
+fn write_all_vectored(file: &mut File, first: &[u8], second: &[u8]) -> std::io::Result<()> {
+    let (mut first, mut second) = (first, second);
+    while !first.is_empty() || !second.is_empty() {
+        let parts = [std::io::IoSlice::new(first), std::io::IoSlice::new(second)];
+        let n = match file.write_vectored(&parts) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let from_first = n.min(first.len());
+        first = first.get(from_first..).unwrap_or(&[]);
+        second = second.get(n - from_first..).unwrap_or(&[]);
+    }
+    Ok(())
+}
+
 struct PosixWritable {
     path: PathBuf,
     file: Option<File>,
     buffer: Vec<u8>,
     len: u64,
+    /// Space was reserved past the end (`reserve`); `close` gives back what is left.
+    reserved: bool,
 }
 
 impl PosixWritable {
@@ -73,6 +93,17 @@ impl PosixWritable {
 
 impl WritableFile for PosixWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
+        if data.len() >= WRITE_BUFFER_BYTES && !self.buffer.is_empty() {
+            // A large append after small ones (a blob record's header, then its value): one
+            // system call for both.
+            let buffer = std::mem::take(&mut self.buffer);
+            let result = write_all_vectored(self.file("write")?, &buffer, data);
+            self.buffer = buffer;
+            self.buffer.clear();
+            result.map_err(|e| Error::io("write", &self.path, e))?;
+            self.len += data.len() as u64;
+            return Ok(());
+        }
         if self.buffer.len() + data.len() > WRITE_BUFFER_BYTES {
             self.write_buffer()?;
         }
@@ -105,12 +136,39 @@ impl WritableFile for PosixWritable {
             return Ok(());
         }
         let result = self.write_buffer();
+        if self.reserved && result.is_ok() {
+            if let Some(file) = self.file.as_ref() {
+                // Setting the size it already has frees the blocks reserved past the end. The
+                // contents and size are unchanged either way, so a failure costs space only.
+                let _ = file.set_len(self.len);
+            }
+        }
         self.file = None;
         result
     }
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn reserve(&mut self, bytes: u64) {
+        let offset = self.len;
+        let Ok(file) = self.file("reserve") else {
+            return;
+        };
+        let (Ok(offset), Ok(length)) =
+            (libc::off_t::try_from(offset), libc::off_t::try_from(bytes))
+        else {
+            return;
+        };
+        // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no
+        // memory of ours. KEEP_SIZE leaves the file's size alone, so readers never see the
+        // reserved blocks, and a failure only means the appends allocate as they go.
+        let rc =
+            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, length) };
+        if rc == 0 {
+            self.reserved = true;
+        }
     }
 }
 
@@ -329,6 +387,7 @@ impl Fs for PosixFs {
             file: Some(file),
             buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,
+            reserved: false,
         }))
     }
 
@@ -429,6 +488,11 @@ impl Fs for PosixFs {
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let file = File::open(dir).map_err(|e| Error::io("open dir", dir, e))?;
         file.sync_all().map_err(|e| Error::io("sync dir", dir, e))
+    }
+
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        file.sync_data().map_err(|e| Error::io("sync", path, e))
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {

@@ -6,11 +6,16 @@
 //! key. Reverse mode: it is positioned just before them (at the previous user key's oldest
 //! entry, or invalid). The current key (and the value, unless it can be borrowed from the inner
 //! iterator) is kept in `saved_key`/`saved_value`.
+//!
+//! A value kept in a blob file is read only when [`DbIterator::value`] is asked for it (once
+//! per position): a scan over keys never touches blob files. Merge operands on top of a blob
+//! base read the base when they are folded.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::InternalIterator;
+use crate::blob::{BlobCache, BlobRef};
 use crate::error::{Error, Result};
 use crate::key::{
     make_internal_key, parse_internal_key, Comparator, SequenceNumber, ValueKind, MAX_SEQUENCE,
@@ -48,6 +53,35 @@ pub(crate) fn apply_merge(
         })
 }
 
+/// The user's value for a stored value of `kind`: the value itself, or for a blob kind
+/// (`stored` without any expiry prefix) the value its reference points at, read through `blobs`.
+pub(crate) fn resolve_value(
+    blobs: Option<&BlobCache>,
+    user_key: &[u8],
+    kind: ValueKind,
+    stored: &[u8],
+) -> Result<Vec<u8>> {
+    if !kind.is_blob() {
+        return Ok(stored.to_vec());
+    }
+    let r = BlobRef::decode(stored).ok_or_else(|| {
+        Error::corruption(
+            "<read>",
+            0,
+            format!(
+                "malformed blob reference for key {:?}",
+                String::from_utf8_lossy(user_key)
+            ),
+        )
+    })?;
+    match blobs {
+        Some(cache) => cache.read(Some(user_key), &r),
+        None => Err(Error::InvalidArgument(
+            "blob reference read without a blob cache".into(),
+        )),
+    }
+}
+
 /// Everything the read path needs to interpret entries: visibility, expiry and merges.
 #[derive(Clone)]
 pub(crate) struct ReadContext {
@@ -55,6 +89,8 @@ pub(crate) struct ReadContext {
     pub(crate) sequence: SequenceNumber,
     pub(crate) now_micros: u64,
     pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Where values kept in blob files are read from; `None` only in tests without blobs.
+    pub(crate) blobs: Option<Arc<BlobCache>>,
 }
 
 impl ReadContext {
@@ -66,6 +102,17 @@ impl ReadContext {
         operands: &[&[u8]],
     ) -> Result<Vec<u8>> {
         apply_merge(self.merge_operator.as_deref(), user_key, base, operands)
+    }
+
+    /// The user's value for a stored value of `kind`: the value itself, or for a blob kind the
+    /// value its reference points at. `stored` excludes any expiry prefix.
+    pub(crate) fn resolve(
+        &self,
+        user_key: &[u8],
+        kind: ValueKind,
+        stored: &[u8],
+    ) -> Result<Vec<u8>> {
+        resolve_value(self.blobs.as_deref(), user_key, kind, stored)
     }
 
     /// True if an expiring value with this expiry is gone at the read's time.
@@ -87,6 +134,11 @@ enum ValueSource {
     Inner(usize),
     /// In `saved_value`.
     Saved,
+    /// In a blob file, through the reference in the inner iterator's current value from this
+    /// offset; read on demand.
+    InnerBlob(usize),
+    /// In a blob file, through the reference in `saved_value`; read on demand.
+    SavedBlob,
 }
 
 /// A cursor over user keys and values, as of one snapshot, within optional bounds.
@@ -106,6 +158,12 @@ pub struct DbIterator {
     skip_key: Vec<u8>,
     saved_value: Vec<u8>,
     value_source: ValueSource,
+    /// The value read from a blob file for the current position, once asked for.
+    blob_value: std::sync::OnceLock<std::result::Result<Vec<u8>, Error>>,
+    /// The first failure to read a value from its blob file, kept until the next seek: it
+    /// makes the iterator invalid and is reported by `status`, like any other error, even
+    /// after the position moves.
+    blob_error: std::sync::OnceLock<Error>,
     error: Option<Error>,
     /// Keeps alive what the inner iterators read from (memtables, the version's files).
     _pin: Box<dyn Send + Sync>,
@@ -130,6 +188,8 @@ impl DbIterator {
             skip_key: Vec::new(),
             saved_value: Vec::new(),
             value_source: ValueSource::Saved,
+            blob_value: std::sync::OnceLock::new(),
+            blob_error: std::sync::OnceLock::new(),
             error: None,
             _pin: pin,
         }
@@ -140,9 +200,10 @@ impl DbIterator {
         &self.ctx.user_cmp
     }
 
-    /// True when positioned at a key.
+    /// True when positioned at a key (false once a value could not be read from its blob
+    /// file; `status` then says why).
     pub fn valid(&self) -> bool {
-        self.valid
+        self.valid && self.blob_error.get().is_none()
     }
 
     /// The current key. REQUIRES: `valid()`.
@@ -151,15 +212,42 @@ impl DbIterator {
     }
 
     /// The current value. REQUIRES: `valid()`.
+    ///
+    /// A value kept in a blob file is read here; if that fails the value is empty and
+    /// [`DbIterator::status`] reports the error ([`DbIterator::try_value`] returns it directly).
     pub fn value(&self) -> &[u8] {
-        match self.value_source {
-            ValueSource::Saved => &self.saved_value,
-            ValueSource::Inner(offset) => self.inner.value().get(offset..).unwrap_or(&[]),
+        self.try_value().unwrap_or(&[])
+    }
+
+    /// The current value, or the error met reading it from its blob file. REQUIRES: `valid()`.
+    pub fn try_value(&self) -> Result<&[u8]> {
+        let reference = match self.value_source {
+            ValueSource::Saved => return Ok(&self.saved_value),
+            ValueSource::Inner(offset) => {
+                return Ok(self.inner.value().get(offset..).unwrap_or(&[]))
+            }
+            ValueSource::InnerBlob(offset) => self.inner.value().get(offset..).unwrap_or(&[]),
+            ValueSource::SavedBlob => &self.saved_value,
+        };
+        let read = self.blob_value.get_or_init(|| {
+            self.ctx
+                .resolve(&self.saved_key, ValueKind::BlobIndex, reference)
+        });
+        match read {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let _ = self.blob_error.set(e.duplicate());
+                Err(e.duplicate())
+            }
         }
     }
 
     /// The first error met; `Ok` if iteration ended because the data (or the bounds) ended.
+    /// Includes a failure to read the current value from its blob file.
     pub fn status(&self) -> Result<()> {
+        if let Some(e) = self.blob_error.get() {
+            return Err(e.duplicate());
+        }
         match &self.error {
             Some(e) => Err(e.duplicate()),
             None => self.inner.status(),
@@ -169,6 +257,7 @@ impl DbIterator {
     /// Positions at the first key (at or after the lower bound).
     pub fn seek_to_first(&mut self) {
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
         match self.lower.clone() {
             Some(lower) => self.inner.seek(&make_internal_key(
@@ -184,6 +273,7 @@ impl DbIterator {
     /// Positions at the last key (before the upper bound).
     pub fn seek_to_last(&mut self) {
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
         match self.upper.clone() {
             Some(upper) => self.inner.seek_for_prev(&make_internal_key(
@@ -199,6 +289,7 @@ impl DbIterator {
     /// Positions at the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
         let target = match &self.lower {
             Some(lower) if self.ctx.user_cmp.compare(target, lower) == Ordering::Less => {
@@ -223,6 +314,7 @@ impl DbIterator {
             }
         }
         self.error = None;
+        self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
         // The smallest trailer sorts last among the target's entries.
         self.inner
@@ -232,7 +324,7 @@ impl DbIterator {
 
     /// Moves to the next key. REQUIRES: `valid()`.
     pub fn next(&mut self) {
-        if !self.valid {
+        if !self.valid() {
             return;
         }
         if self.direction == Direction::Reverse {
@@ -246,7 +338,7 @@ impl DbIterator {
 
     /// Moves to the previous key. REQUIRES: `valid()`.
     pub fn prev(&mut self) {
-        if !self.valid {
+        if !self.valid() {
             return;
         }
         if self.direction == Direction::Forward {
@@ -283,6 +375,7 @@ impl DbIterator {
     /// `skip` is set) and of every key that resolves to nothing.
     fn find_next_user_entry(&mut self, mut skip: bool) {
         self.valid = false;
+        self.blob_value = std::sync::OnceLock::new();
         while self.inner.valid() {
             let Some(parsed) = parse_internal_key(self.inner.key()) else {
                 self.corrupt_key();
@@ -310,18 +403,29 @@ impl DbIterator {
                     self.valid = true;
                     return;
                 }
-                ValueKind::ExpiringValue => match split_expiring(self.inner.value()) {
-                    Some((expiry, _)) if !self.ctx.expired(expiry) => {
-                        self.value_source = ValueSource::Inner(EXPIRY_PREFIX_LEN);
-                        self.valid = true;
-                        return;
+                ValueKind::BlobIndex => {
+                    self.value_source = ValueSource::InnerBlob(0);
+                    self.valid = true;
+                    return;
+                }
+                ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
+                    match split_expiring(self.inner.value()) {
+                        Some((expiry, _)) if !self.ctx.expired(expiry) => {
+                            self.value_source = if parsed.kind.is_blob() {
+                                ValueSource::InnerBlob(EXPIRY_PREFIX_LEN)
+                            } else {
+                                ValueSource::Inner(EXPIRY_PREFIX_LEN)
+                            };
+                            self.valid = true;
+                            return;
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.corrupt_value();
+                            return;
+                        }
                     }
-                    Some(_) => {}
-                    None => {
-                        self.corrupt_value();
-                        return;
-                    }
-                },
+                }
                 ValueKind::Deletion => {}
                 ValueKind::Merge => {
                     if self.collect_forward_merge() {
@@ -368,13 +472,30 @@ impl DbIterator {
             }
             match parsed.kind {
                 ValueKind::Merge => operands.push(self.inner.value().to_vec()),
-                ValueKind::Value => {
-                    base = Some(self.inner.value().to_vec());
+                ValueKind::Value | ValueKind::BlobIndex => {
+                    match self
+                        .ctx
+                        .resolve(&self.saved_key, parsed.kind, self.inner.value())
+                    {
+                        Ok(v) => base = Some(v),
+                        Err(e) => {
+                            self.fail(e);
+                            return false;
+                        }
+                    }
                     break;
                 }
-                ValueKind::ExpiringValue => {
+                ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                     match split_expiring(self.inner.value()) {
-                        Some((expiry, v)) if !self.ctx.expired(expiry) => base = Some(v.to_vec()),
+                        Some((expiry, v)) if !self.ctx.expired(expiry) => {
+                            match self.ctx.resolve(&self.saved_key, parsed.kind, v) {
+                                Ok(v) => base = Some(v),
+                                Err(e) => {
+                                    self.fail(e);
+                                    return false;
+                                }
+                            }
+                        }
                         Some(_) => {}
                         None => {
                             self.corrupt_value();
@@ -411,11 +532,14 @@ impl DbIterator {
     /// over whole user keys until one resolves to a value.
     fn find_prev_user_entry(&mut self) {
         self.valid = false;
+        self.blob_value = std::sync::OnceLock::new();
         // State of the key being assembled, applied oldest entry first: the key in
         // `saved_key`, its base value in `saved_value` (both reused, so stepping back allocates
         // nothing for plain values).
         let mut has_current = false;
         let mut has_base = false;
+        // Whether the base in `saved_value` is a blob reference (read only when asked for).
+        let mut base_is_blob = false;
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut deleted = true;
         while self.inner.valid() {
@@ -448,20 +572,22 @@ impl DbIterator {
                         operands.clear();
                         deleted = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::BlobIndex => {
                         self.saved_value.clear();
                         self.saved_value.extend_from_slice(self.inner.value());
                         has_base = true;
+                        base_is_blob = parsed.kind.is_blob();
                         operands.clear();
                         deleted = false;
                     }
-                    ValueKind::ExpiringValue => {
+                    ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                         operands.clear();
                         match split_expiring(self.inner.value()) {
                             Some((expiry, v)) if !self.ctx.expired(expiry) => {
                                 self.saved_value.clear();
                                 self.saved_value.extend_from_slice(v);
                                 has_base = true;
+                                base_is_blob = parsed.kind.is_blob();
                                 deleted = false;
                             }
                             Some(_) => {
@@ -488,6 +614,19 @@ impl DbIterator {
             return;
         }
         if !operands.is_empty() {
+            if has_base && base_is_blob {
+                // Merge operands fold onto the real value, read from its blob file now.
+                let read =
+                    self.ctx
+                        .resolve(&self.saved_key, ValueKind::BlobIndex, &self.saved_value);
+                match read {
+                    Ok(v) => self.saved_value = v,
+                    Err(e) => {
+                        self.fail(e);
+                        return;
+                    }
+                }
+            }
             let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
             let base = has_base.then_some(self.saved_value.as_slice());
             match self.ctx.merge(&self.saved_key, base, &refs) {
@@ -497,10 +636,16 @@ impl DbIterator {
                     return;
                 }
             }
+            self.value_source = ValueSource::Saved;
         } else if !has_base {
             self.saved_value.clear();
+            self.value_source = ValueSource::Saved;
+        } else if base_is_blob {
+            // `saved_value` holds the reference; `value()` reads the blob.
+            self.value_source = ValueSource::SavedBlob;
+        } else {
+            self.value_source = ValueSource::Saved;
         }
-        self.value_source = ValueSource::Saved;
         self.valid = true;
     }
 }
@@ -567,6 +712,9 @@ mod tests {
                         s.extend_from_slice(&v);
                         value = Some(s);
                     }
+                    ValueKind::BlobIndex | ValueKind::ExpiringBlobIndex => {
+                        panic!("the model writes no blob references")
+                    }
                 }
             }
             if let Some(v) = value {
@@ -617,6 +765,7 @@ mod tests {
                 sequence: seq,
                 now_micros: now,
                 merge_operator: Some(Arc::new(ModelAppend)),
+                blobs: None,
             };
             let mut it = DbIterator::new(
                 Box::new(VecIterator::new(entries, icmp.clone())),
@@ -709,6 +858,7 @@ mod tests {
             sequence: 10,
             now_micros: 0,
             merge_operator: None,
+            blobs: None,
         };
         let mut it = DbIterator::new(
             Box::new(VecIterator::new(entries, icmp)),

@@ -39,7 +39,9 @@ mod merging;
 pub(crate) mod testing;
 
 pub use db_iter::DbIterator;
-pub(crate) use db_iter::{apply_merge, split_expiring, ReadContext, EXPIRY_PREFIX_LEN};
+pub(crate) use db_iter::{
+    apply_merge, resolve_value, split_expiring, ReadContext, EXPIRY_PREFIX_LEN,
+};
 pub(crate) use level::LevelIterator;
 pub use merging::MergingIterator;
 

@@ -157,7 +157,7 @@ impl TableBuilder {
         match parsed.kind {
             ValueKind::Deletion => p.num_deletions += 1,
             ValueKind::Merge => p.num_merges += 1,
-            ValueKind::ExpiringValue => {
+            ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                 // A value too short to hold its expiry is corrupt; it is kept as it is and
                 // counts as never expiring, so the table is never dropped for it.
                 if let Some(expiry) = crate::codec::decode_fixed64(value) {
@@ -165,7 +165,7 @@ impl TableBuilder {
                     p.max_expiry_micros = p.max_expiry_micros.max(expiry);
                 }
             }
-            ValueKind::Value => {}
+            ValueKind::Value | ValueKind::BlobIndex => {}
         }
         p.raw_key_bytes += ikey.len() as u64;
         p.raw_value_bytes += value.len() as u64;

@@ -6,7 +6,9 @@
 //! Encoding: a sequence of tagged fields, each a varint32 tag followed by the tag's payload.
 //! Unknown tags are an error: an old build must refuse a field it does not know rather than
 //! drop state silently. Tag 8 was added without a log format version bump because refusing
-//! it *is* that clean failure, and it only appears in databases that use TTL.
+//! it *is* that clean failure, and it only appears in databases that use TTL. Tags 9-11 (blob
+//! files) were added the same way, for the same reason: they appear only in databases that
+//! stored a value in a blob file, which an older build could not read anyway.
 //!
 //! ```text
 //! edit         := field*
@@ -23,7 +25,14 @@
 //!                     | num_entries: varint64 | num_deletions: varint64
 //! 8 new_file_expiry : number: varint64 | max_expiry_micros: varint64
 //!                     | has_permanent_entries: u8 (0 or 1)
+//! 9 blob_file       : number: varint64 | total_bytes: varint64
+//! 10 blob_garbage   : number: varint64 | garbage_bytes: varint64
+//! 11 new_file_blob  : number: varint64 | oldest_blob_file: varint64
 //! ```
+//! Tag 9 adds `total_bytes` of records to blob file `number` (creating its entry), tag 10 adds
+//! bytes no table references any more; a blob file whose garbage reaches its total leaves the
+//! version. Tag 11 completes a `new_file` of the same edit with the lowest blob file number its
+//! entries reference (absent: none).
 //! Levels must be below [`crate::limits::NUM_LEVELS`]; file keys are internal keys and must be
 //! at least a trailer long. Tag 8 is optional and completes the `new_file` of the same edit
 //! with that number; a file without it has no expiring entries as far as the manifest knows
@@ -48,6 +57,9 @@ mod tag {
     pub const DELETED_FILE: u32 = 6;
     pub const NEW_FILE: u32 = 7;
     pub const NEW_FILE_EXPIRY: u32 = 8;
+    pub const BLOB_FILE: u32 = 9;
+    pub const BLOB_GARBAGE: u32 = 10;
+    pub const NEW_FILE_BLOB: u32 = 11;
 }
 
 /// What the manifest records about one table file.
@@ -75,6 +87,10 @@ pub struct FileMetaData {
     /// True if some entry never expires (a plain value, a merge operand, a deletion). Files
     /// recorded before expiry metadata existed read as true: they are never dropped whole.
     pub has_permanent_entries: bool,
+    /// The lowest blob file number any entry of the table references; 0 if none does (or the
+    /// table was recorded without tag 11). Lets the picker find tables that pin a blob file
+    /// due for garbage collection.
+    pub oldest_blob_file: u64,
 }
 
 impl FileMetaData {
@@ -119,6 +135,11 @@ pub struct VersionEdit {
     pub deleted_files: Vec<(usize, u64)>,
     /// Table files added: `(level, metadata)`.
     pub new_files: Vec<(usize, FileMetaData)>,
+    /// Record bytes added to blob files: `(blob file number, bytes)`, at most one per file.
+    pub blob_files: Vec<(u64, u64)>,
+    /// Bytes of blob files no table references any more: `(blob file number, bytes)`, at most
+    /// one per file.
+    pub blob_garbage: Vec<(u64, u64)>,
 }
 
 impl VersionEdit {
@@ -126,6 +147,17 @@ impl VersionEdit {
     pub fn add_file(&mut self, level: usize, f: FileMetaData) {
         debug_assert!(level < NUM_LEVELS);
         self.new_files.push((level, f));
+    }
+
+    /// Records `bytes` more record bytes in blob file `number` (merged with an earlier
+    /// addition for the same file in this edit).
+    pub fn add_blob_bytes(&mut self, number: u64, bytes: u64) {
+        add_to(&mut self.blob_files, number, bytes);
+    }
+
+    /// Records `bytes` of blob file `number` that no table references any more.
+    pub fn add_blob_garbage(&mut self, number: u64, bytes: u64) {
+        add_to(&mut self.blob_garbage, number, bytes);
     }
 
     /// Records that file `number` leaves `level`.
@@ -186,6 +218,25 @@ impl VersionEdit {
             put_varint64(&mut out, f.max_expiry_micros);
             out.push(u8::from(f.has_permanent_entries));
         }
+        for (number, bytes) in &self.blob_files {
+            put_varint32(&mut out, tag::BLOB_FILE);
+            put_varint64(&mut out, *number);
+            put_varint64(&mut out, *bytes);
+        }
+        for (number, bytes) in &self.blob_garbage {
+            put_varint32(&mut out, tag::BLOB_GARBAGE);
+            put_varint64(&mut out, *number);
+            put_varint64(&mut out, *bytes);
+        }
+        for (_, f) in self
+            .new_files
+            .iter()
+            .filter(|(_, f)| f.oldest_blob_file != 0)
+        {
+            put_varint32(&mut out, tag::NEW_FILE_BLOB);
+            put_varint64(&mut out, f.number);
+            put_varint64(&mut out, f.oldest_blob_file);
+        }
         out
     }
 
@@ -196,6 +247,7 @@ impl VersionEdit {
         // Expiry fields by file number, with the byte their field started at; attached to the
         // edit's new files once every field is read, because fields may come in any order.
         let mut expiries: Vec<(u64, u64, bool, usize)> = Vec::new();
+        let mut blob_links: Vec<(u64, u64, usize)> = Vec::new();
         let mut d = Decoder::new(data);
         while !d.is_empty() {
             let field_start = d.position();
@@ -245,6 +297,21 @@ impl VersionEdit {
                     };
                     expiries.push((number, max_expiry, has_permanent, field_start));
                 }
+                tag::BLOB_FILE => {
+                    let number = d.varint64().ok_or_else(|| bad("blob file"))?;
+                    let bytes = d.varint64().ok_or_else(|| bad("blob file"))?;
+                    edit.add_blob_bytes(number, bytes);
+                }
+                tag::BLOB_GARBAGE => {
+                    let number = d.varint64().ok_or_else(|| bad("blob garbage"))?;
+                    let bytes = d.varint64().ok_or_else(|| bad("blob garbage"))?;
+                    edit.add_blob_garbage(number, bytes);
+                }
+                tag::NEW_FILE_BLOB => {
+                    let number = d.varint64().ok_or_else(|| bad("new file blob"))?;
+                    let oldest = d.varint64().ok_or_else(|| bad("new file blob"))?;
+                    blob_links.push((number, oldest, field_start));
+                }
                 other => return Err(format!("unknown field tag {other} at byte {field_start}")),
             }
         }
@@ -262,7 +329,28 @@ impl VersionEdit {
             file.1.max_expiry_micros = max_expiry;
             file.1.has_permanent_entries = has_permanent;
         }
+        for (number, oldest, field_start) in blob_links {
+            let file = edit
+                .new_files
+                .iter_mut()
+                .find(|(_, f)| f.number == number)
+                .ok_or_else(|| {
+                    format!(
+                        "new file blob field at byte {field_start} names file {number}, \
+                         which the edit does not add"
+                    )
+                })?;
+            file.1.oldest_blob_file = oldest;
+        }
         Ok(edit)
+    }
+}
+
+/// Adds `bytes` to the entry for `number` in `list`, or appends one.
+fn add_to(list: &mut Vec<(u64, u64)>, number: u64, bytes: u64) {
+    match list.iter_mut().find(|(n, _)| *n == number) {
+        Some((_, total)) => *total = total.saturating_add(bytes),
+        None => list.push((number, bytes)),
     }
 }
 
@@ -293,6 +381,7 @@ fn get_file(d: &mut Decoder<'_>) -> Option<FileMetaData> {
         num_deletions: d.varint64()?,
         max_expiry_micros: 0,
         has_permanent_entries: true,
+        oldest_blob_file: 0,
     })
 }
 
@@ -316,6 +405,7 @@ mod tests {
             num_deletions: 3,
             max_expiry_micros: 0,
             has_permanent_entries: true,
+            oldest_blob_file: 0,
         }
     }
 
@@ -375,6 +465,7 @@ mod tests {
                 num_deletions: 0,
                 max_expiry_micros: 0,
                 has_permanent_entries: true,
+                oldest_blob_file: 0,
             },
         );
         #[rustfmt::skip]
@@ -413,6 +504,7 @@ mod tests {
             num_deletions: 0,
             max_expiry_micros: 1_000_000,
             has_permanent_entries: false,
+            oldest_blob_file: 0,
         };
         e.add_file(1, f.clone());
         // A file without expiring entries gets no tag 8: its bytes are those of older builds.
@@ -439,6 +531,53 @@ mod tests {
             expected,
             "docs/format/manifest.md is out of date"
         );
+    }
+
+    #[test]
+    fn golden_bytes_with_blob_files() {
+        let mut e = VersionEdit::default();
+        e.add_file(
+            1,
+            FileMetaData {
+                number: 9,
+                file_size: 300,
+                smallest: b"a\x04\x05\0\0\0\0\0\0".to_vec(),
+                largest: b"b\x04\x06\0\0\0\0\0\0".to_vec(),
+                smallest_seqno: 5,
+                largest_seqno: 6,
+                num_entries: 2,
+                num_deletions: 0,
+                max_expiry_micros: 0,
+                has_permanent_entries: true,
+                oldest_blob_file: 4,
+            },
+        );
+        e.add_blob_bytes(8, 2000);
+        e.add_blob_garbage(4, 1000);
+        #[rustfmt::skip]
+        let expected: Vec<u8> = vec![
+            7, 1, 9, 0xac, 0x02,                     // new file level 1, number 9, size 300
+            9, b'a', 4, 5, 0, 0, 0, 0, 0, 0,         //   smallest "a"@5 BlobIndex
+            9, b'b', 4, 6, 0, 0, 0, 0, 0, 0,         //   largest  "b"@6 BlobIndex
+            5, 6, 2, 0,                              //   seqnos 5..6, 2 entries, 0 deletions
+            9, 8, 0xd0, 0x0f,                        // blob file 8: 2000 bytes added
+            10, 4, 0xe8, 0x07,                       // blob file 4: 1000 bytes of garbage
+            11, 9, 4,                                // table 9 references blob files from 4
+        ];
+        assert_eq!(e.encode(), expected);
+        assert_eq!(VersionEdit::decode(&expected).expect("decode"), e);
+        assert_eq!(
+            doc_golden_section_bytes("## Golden example with blob files"),
+            expected,
+            "docs/format/manifest.md is out of date"
+        );
+        // Tag 11 must name a table the edit adds.
+        assert!(VersionEdit::decode(&[11, 9, 4]).is_err());
+        // Repeated additions for one blob file merge.
+        let mut twice = VersionEdit::default();
+        twice.add_blob_bytes(3, 10);
+        twice.add_blob_bytes(3, 5);
+        assert_eq!(twice.blob_files, vec![(3, 15)]);
     }
 
     #[test]

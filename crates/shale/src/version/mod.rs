@@ -20,4 +20,4 @@ pub mod version;
 
 pub use edit::{FileMetaData, VersionEdit};
 pub use set::{RecoveredState, VersionSet, DEFAULT_MAX_MANIFEST_BYTES};
-pub use version::{total_file_size, Version};
+pub use version::{total_file_size, BlobFileMeta, Version};

@@ -24,13 +24,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use super::edit::{FileMetaData, VersionEdit};
-use super::version::Version;
+use super::version::{apply_blob_changes, BlobFileMeta, Version};
 use crate::compaction::{self, Compaction};
 use crate::env::{read_all, write_file_atomic, Fs};
 use crate::error::{Error, Result};
 use crate::filename::{
-    current_file_name, manifest_file_name, parse_file_name, table_file_name, wal_file_name,
-    FileType, CURRENT_FILE,
+    blob_file_name, current_file_name, manifest_file_name, parse_file_name, table_file_name,
+    wal_file_name, FileType, CURRENT_FILE,
 };
 use crate::key::InternalKeyComparator;
 use crate::limits::NUM_LEVELS;
@@ -250,9 +250,9 @@ impl VersionSet {
         for (level, f) in replay.files.into_values() {
             levels[level].push(Arc::new(f));
         }
-        let version = Version::from_levels(self.icmp.clone(), levels).map_err(|m| {
-            Error::corruption(&path, 0, format!("recovered version is invalid: {m}"))
-        })?;
+        let version = Version::from_levels(self.icmp.clone(), levels)
+            .map_err(|m| Error::corruption(&path, 0, format!("recovered version is invalid: {m}")))?
+            .with_blob_files(std::mem::take(&mut replay.blob_files));
         if let Some(torn) = &torn_tail {
             self.check_torn_tail_was_never_applied(&path, torn.offset, log_number, &version)?;
         }
@@ -262,6 +262,13 @@ impl VersionSet {
         self.mark_file_number_used(log_number);
         let max_table = version.all_file_numbers().max().unwrap_or(0);
         self.mark_file_number_used(max_table);
+        let max_blob = version
+            .blob_files()
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0);
+        self.mark_file_number_used(max_blob);
         self.install(version);
         self.manifest_number = manifest_number;
         self.log_number = log_number;
@@ -300,6 +307,11 @@ impl VersionSet {
         for number in version.all_file_numbers() {
             if !self.fs().exists(&table_file_name(&self.dir, number)) {
                 return Err(damaged(format!("table {number} it needs is gone")));
+            }
+        }
+        for &number in version.blob_files().keys() {
+            if !self.fs().exists(&blob_file_name(&self.dir, number)) {
+                return Err(damaged(format!("blob file {number} it needs is gone")));
             }
         }
         if log_number > 0 && !self.fs().exists(&wal_file_name(&self.dir, log_number)) {
@@ -387,6 +399,17 @@ impl VersionSet {
                 deleted_files: Vec::new(),
                 new_files: (0..NUM_LEVELS)
                     .flat_map(|l| new_version.files(l).iter().map(move |f| (l, (**f).clone())))
+                    .collect(),
+                blob_files: new_version
+                    .blob_files()
+                    .iter()
+                    .map(|(n, m)| (*n, m.total_bytes))
+                    .collect(),
+                blob_garbage: new_version
+                    .blob_files()
+                    .iter()
+                    .filter(|(_, m)| m.garbage_bytes > 0)
+                    .map(|(n, m)| (*n, m.garbage_bytes))
                     .collect(),
             };
             self.start_manifest(number, &snapshot)
@@ -519,6 +542,16 @@ impl VersionSet {
         live
     }
 
+    /// Every blob file referenced by the current version or by an older version some reader,
+    /// iterator or compaction still holds.
+    pub fn live_blob_files(&self) -> BTreeSet<u64> {
+        let mut live: BTreeSet<u64> = self.current.blob_files().keys().copied().collect();
+        for v in self.old_versions.iter().filter_map(Weak::upgrade) {
+            live.extend(v.blob_files().keys().copied());
+        }
+        live
+    }
+
     /// Compaction score of each level; see [`compaction::level_scores`].
     pub fn level_scores(&self) -> Vec<f64> {
         compaction::level_scores(&self.current, &self.options)
@@ -600,6 +633,8 @@ struct Replay {
     compact_pointers: [Vec<u8>; NUM_LEVELS],
     /// Live files by number, with their level.
     files: BTreeMap<u64, (usize, FileMetaData)>,
+    /// Blob files by number.
+    blob_files: BTreeMap<u64, BlobFileMeta>,
 }
 
 impl Replay {
@@ -638,6 +673,7 @@ impl Replay {
             }
             self.files.insert(f.number, (level, f));
         }
+        apply_blob_changes(&mut self.blob_files, &edit.blob_files, &edit.blob_garbage);
         Ok(())
     }
 }
@@ -676,6 +712,7 @@ mod tests {
             num_deletions: 0,
             max_expiry_micros: 0,
             has_permanent_entries: true,
+            oldest_blob_file: 0,
         }
     }
 
@@ -766,6 +803,44 @@ mod tests {
         assert_eq!(r.manifest_number, vs.manifest_number());
         let f = vs2.current().files(1)[0].clone();
         assert_eq!(*f, meta(out, "a", "k", 300), "metadata round-trips");
+    }
+
+    #[test]
+    fn blob_files_survive_recovery_and_manifest_snapshots() {
+        let fs = MemFs::new();
+        let mut vs = fresh(&fs);
+        let mut edit = VersionEdit::default();
+        edit.add_file(0, meta(10, "a", "b", 100));
+        edit.add_blob_bytes(7, 1000);
+        edit.add_blob_bytes(8, 500);
+        vs.log_and_apply(edit).expect("apply");
+        let mut edit = VersionEdit::default();
+        edit.add_blob_garbage(7, 300);
+        edit.add_blob_garbage(8, 500); // all of it: file 8 leaves the version
+        vs.log_and_apply(edit).expect("apply");
+        let expected = vec![(
+            7,
+            BlobFileMeta {
+                total_bytes: 1000,
+                garbage_bytes: 300,
+            },
+        )];
+        let blobs = |v: &Version| {
+            v.blob_files()
+                .iter()
+                .map(|(n, m)| (*n, *m))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(blobs(&vs.current()), expected);
+        let (mut vs, recovered) = reopen(&fs);
+        recovered.expect("recover");
+        assert_eq!(blobs(&vs.current()), expected, "replayed edit by edit");
+        assert!(vs.next_file_number() > 8);
+        // The next edit writes a new manifest whose snapshot carries the blob state.
+        vs.log_and_apply(VersionEdit::default()).expect("roll");
+        let (vs, recovered) = reopen(&fs);
+        recovered.expect("recover");
+        assert_eq!(blobs(&vs.current()), expected, "from the snapshot");
     }
 
     #[test]

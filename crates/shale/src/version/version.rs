@@ -15,7 +15,7 @@
 //! holds it (see [`crate::version::VersionSet::live_files`]).
 
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -27,6 +27,30 @@ use crate::limits::NUM_LEVELS;
 /// 0 saves rewriting it when it overlaps nothing, but not too deep: a sparse deep level makes
 /// later compactions of the levels above it expensive.
 pub const MAX_MEMTABLE_OUTPUT_LEVEL: usize = 2;
+
+/// Applies blob file additions (record bytes added to a file, creating its entry) and garbage
+/// (bytes no table references any more) to `blobs`, additions first. A file whose garbage
+/// reaches its total leaves the map: nothing references it. Garbage for a file not in the map is
+/// ignored: it can only be an over-count for a file already gone, and refusing the edit would
+/// refuse a database over an accounting slip.
+pub(crate) fn apply_blob_changes(
+    blobs: &mut BTreeMap<u64, BlobFileMeta>,
+    added: &[(u64, u64)],
+    garbage: &[(u64, u64)],
+) {
+    for &(number, bytes) in added {
+        let m = blobs.entry(number).or_default();
+        m.total_bytes = m.total_bytes.saturating_add(bytes);
+    }
+    for &(number, bytes) in garbage {
+        if let Some(m) = blobs.get_mut(&number) {
+            m.garbage_bytes = m.garbage_bytes.saturating_add(bytes);
+            if m.garbage_bytes >= m.total_bytes {
+                blobs.remove(&number);
+            }
+        }
+    }
+}
 
 /// Sum of the sizes of `files`.
 pub fn total_file_size(files: &[Arc<FileMetaData>]) -> u64 {
@@ -42,11 +66,34 @@ pub fn max_grandparent_overlap_bytes(opts: &crate::Options) -> u64 {
     opts.max_file_size.saturating_mul(10)
 }
 
-/// The table files of the database at one point in time.
+/// What the manifest records about one blob file (`docs/format/blob.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlobFileMeta {
+    /// Record bytes written to the file that some table referenced when it was recorded.
+    pub total_bytes: u64,
+    /// Of those, the bytes no table references any more.
+    pub garbage_bytes: u64,
+}
+
+impl BlobFileMeta {
+    /// The share of the file no table references, from 0 to 1.
+    pub fn garbage_ratio(&self) -> f64 {
+        if self.total_bytes == 0 {
+            1.0
+        } else {
+            self.garbage_bytes as f64 / self.total_bytes as f64
+        }
+    }
+}
+
+/// The table files of the database at one point in time, and the blob files their entries
+/// reference.
 pub struct Version {
     icmp: InternalKeyComparator,
     files: [Vec<Arc<FileMetaData>>; NUM_LEVELS],
     level_bytes: [u64; NUM_LEVELS],
+    /// Blob files by number. A file leaves the map once all of its bytes are garbage.
+    blob_files: Arc<BTreeMap<u64, BlobFileMeta>>,
 }
 
 impl fmt::Debug for Version {
@@ -69,6 +116,7 @@ impl Version {
             icmp,
             files: Default::default(),
             level_bytes: [0; NUM_LEVELS],
+            blob_files: Arc::default(),
         }
     }
 
@@ -83,9 +131,31 @@ impl Version {
             icmp,
             files: levels,
             level_bytes: [0; NUM_LEVELS],
+            blob_files: Arc::default(),
         };
         v.finish((0..NUM_LEVELS).collect())?;
         Ok(v)
+    }
+
+    /// This version with `blob_files` as its blob files (recovery builds them separately).
+    pub(crate) fn with_blob_files(mut self, blob_files: BTreeMap<u64, BlobFileMeta>) -> Version {
+        self.blob_files = Arc::new(blob_files);
+        self
+    }
+
+    /// The blob files the version's tables may reference, by number.
+    pub fn blob_files(&self) -> &BTreeMap<u64, BlobFileMeta> {
+        &self.blob_files
+    }
+
+    /// Blob files whose garbage ratio is at least `threshold`: compactions relocate the values
+    /// they still hold.
+    pub fn blob_files_due_for_collection(&self, threshold: f64) -> HashSet<u64> {
+        self.blob_files
+            .iter()
+            .filter(|(_, m)| m.garbage_ratio() >= threshold)
+            .map(|(n, _)| *n)
+            .collect()
     }
 
     /// The version that results from applying `edit` to this one: deletions first, then
@@ -123,10 +193,18 @@ impl Version {
                 .push(Arc::new(f.clone()));
             touched.push(*level);
         }
+        let blob_files = if edit.blob_files.is_empty() && edit.blob_garbage.is_empty() {
+            Arc::clone(&self.blob_files)
+        } else {
+            let mut blobs = (*self.blob_files).clone();
+            apply_blob_changes(&mut blobs, &edit.blob_files, &edit.blob_garbage);
+            Arc::new(blobs)
+        };
         let mut v = Version {
             icmp: self.icmp.clone(),
             files,
             level_bytes: self.level_bytes,
+            blob_files,
         };
         touched.sort_unstable();
         touched.dedup();
@@ -390,6 +468,7 @@ pub(crate) mod tests {
             num_deletions: 0,
             max_expiry_micros: 0,
             has_permanent_entries: true,
+            oldest_blob_file: 0,
         })
     }
 
