@@ -93,6 +93,28 @@ fn fill(seed: u64, entries: u64) -> Filled {
     Filled { mem, oracle }
 }
 
+/// Walks `mem` forwards and then backwards, checking every entry against `oracle`.
+fn assert_iterates_like_oracle(mem: &Arc<MemTable>, oracle: &BTreeMap<OracleKey, Vec<u8>>) {
+    let mut it = mem.iter();
+    it.seek_to_first();
+    for (k, v) in oracle {
+        assert!(it.valid());
+        assert_eq!(it.key(), oracle_ikey(k).as_slice());
+        assert_eq!(it.value(), v.as_slice());
+        it.next();
+    }
+    assert!(!it.valid());
+    it.seek_to_last();
+    for (k, v) in oracle.iter().rev() {
+        assert!(it.valid());
+        assert_eq!(it.key(), oracle_ikey(k).as_slice());
+        assert_eq!(it.value(), v.as_slice());
+        it.prev();
+    }
+    assert!(!it.valid());
+    assert!(it.status().is_ok());
+}
+
 fn random_target(rng: &mut StdRng, entries: u64) -> Vec<u8> {
     let uk = random_user_key(rng);
     let seq = rng.gen_range(0..=entries + 1);
@@ -126,25 +148,7 @@ fn iteration_matches_oracle_in_both_directions() {
         assert_eq!(mem.len(), oracle.len());
         assert!(!mem.is_empty());
 
-        let mut it = mem.iter();
-        it.seek_to_first();
-        for (k, v) in &oracle {
-            assert!(it.valid());
-            assert_eq!(it.key(), oracle_ikey(k).as_slice());
-            assert_eq!(it.value(), v.as_slice());
-            it.next();
-        }
-        assert!(!it.valid());
-
-        it.seek_to_last();
-        for (k, v) in oracle.iter().rev() {
-            assert!(it.valid());
-            assert_eq!(it.key(), oracle_ikey(k).as_slice());
-            assert_eq!(it.value(), v.as_slice());
-            it.prev();
-        }
-        assert!(!it.valid());
-        assert!(it.status().is_ok());
+        assert_iterates_like_oracle(&mem, &oracle);
     }
 }
 
@@ -308,22 +312,7 @@ fn ordered_reversed_and_random_runs_match_oracle() {
             oracle.insert(oracle_key(&ikey), value.to_vec());
         }
     }
-    let mut it = mem.iter();
-    it.seek_to_first();
-    for (k, v) in &oracle {
-        assert!(it.valid());
-        assert_eq!(it.key(), oracle_ikey(k).as_slice());
-        assert_eq!(it.value(), v.as_slice());
-        it.next();
-    }
-    assert!(!it.valid());
-    it.seek_to_last();
-    for (k, _) in oracle.iter().rev() {
-        assert!(it.valid());
-        assert_eq!(it.key(), oracle_ikey(k).as_slice());
-        it.prev();
-    }
-    assert!(!it.valid());
+    assert_iterates_like_oracle(&mem, &oracle);
 }
 
 #[test]

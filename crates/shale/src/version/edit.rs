@@ -316,31 +316,12 @@ impl VersionEdit {
             }
         }
         for (number, max_expiry, has_permanent, field_start) in expiries {
-            let file = edit
-                .new_files
-                .iter_mut()
-                .find(|(_, f)| f.number == number)
-                .ok_or_else(|| {
-                    format!(
-                        "new file expiry field at byte {field_start} names file {number}, \
-                         which the edit does not add"
-                    )
-                })?;
-            file.1.max_expiry_micros = max_expiry;
-            file.1.has_permanent_entries = has_permanent;
+            let file = added_file(&mut edit, number, "expiry", field_start)?;
+            file.max_expiry_micros = max_expiry;
+            file.has_permanent_entries = has_permanent;
         }
         for (number, oldest, field_start) in blob_links {
-            let file = edit
-                .new_files
-                .iter_mut()
-                .find(|(_, f)| f.number == number)
-                .ok_or_else(|| {
-                    format!(
-                        "new file blob field at byte {field_start} names file {number}, \
-                         which the edit does not add"
-                    )
-                })?;
-            file.1.oldest_blob_file = oldest;
+            added_file(&mut edit, number, "blob", field_start)?.oldest_blob_file = oldest;
         }
         Ok(edit)
     }
@@ -383,6 +364,26 @@ fn get_file(d: &mut Decoder<'_>) -> Option<FileMetaData> {
         has_permanent_entries: true,
         oldest_blob_file: 0,
     })
+}
+
+/// The file a field completing a `new_file` names (`field` at byte `field_start`), which must be
+/// one the edit adds.
+fn added_file<'a>(
+    edit: &'a mut VersionEdit,
+    number: u64,
+    field: &str,
+    field_start: usize,
+) -> std::result::Result<&'a mut FileMetaData, String> {
+    edit.new_files
+        .iter_mut()
+        .find(|(_, f)| f.number == number)
+        .map(|(_, f)| f)
+        .ok_or_else(|| {
+            format!(
+                "new file {field} field at byte {field_start} names file {number}, which the \
+                 edit does not add"
+            )
+        })
 }
 
 #[cfg(test)]
