@@ -12,7 +12,7 @@ use crate::iter::{
     apply_merge, resolve_value, split_expiring, DbIterator, InternalIterator, LevelIterator,
     MergingIterator, ReadContext,
 };
-use crate::key::{parse_internal_key, Comparator, LookupKey, ValueKind};
+use crate::key::{parse_internal_key, Comparator, LookupKey, SequenceNumber, ValueKind};
 use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
 use crate::sstable::ReadFlags;
@@ -102,16 +102,20 @@ impl GetState<'_> {
 }
 
 impl DbInner {
-    /// The context of a read. Call it before loading the view: the sequence is loaded first,
-    /// so the view loaded afterwards holds every write up to it.
-    fn read_context(&self, options: &ReadOptions) -> ReadContext {
-        let sequence = match &options.snapshot {
+    /// The sequence number a read sees: its snapshot's, or the last published one. Load it
+    /// before the view: a view loaded afterwards holds every write up to it.
+    fn read_sequence(&self, options: &ReadOptions) -> SequenceNumber {
+        match &options.snapshot {
             Some(s) => s.sequence(),
             None => self.last_sequence.load(Ordering::Acquire),
-        };
+        }
+    }
+
+    /// The context of a read. Call it before loading the view (see [`Self::read_sequence`]).
+    fn read_context(&self, options: &ReadOptions) -> ReadContext {
         ReadContext {
             user_cmp: self.icmp.user().clone(),
-            sequence,
+            sequence: self.read_sequence(options),
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.clone(),
             blobs: Some(self.blob_cache.clone()),
@@ -133,11 +137,7 @@ impl DbInner {
                 crate::limits::MAX_KEY_BYTES
             )));
         }
-        // Load the sequence before the view: the view then holds every write up to it.
-        let sequence = match &options.snapshot {
-            Some(s) => s.sequence(),
-            None => self.last_sequence.load(Ordering::Acquire),
-        };
+        let sequence = self.read_sequence(options);
         // Borrowed for the lookup only, without taking a reference count.
         let view = self.view.load();
         let lookup = LookupKey::new(key, sequence);
