@@ -117,3 +117,97 @@ fn handles_are_send_and_sync() {
     send::<shale::DbIterator>();
     send::<shale::WriteBatch>();
 }
+
+/// Synced writers on many threads share WAL syncs (group commit): every write acknowledged is
+/// in the database and survives a power cut, and once a sync fails every writer waiting on
+/// it, leader or follower, gets the error and none is acknowledged afterwards.
+#[test]
+fn synced_writers_from_many_threads_are_durable_and_all_learn_of_a_failed_sync() {
+    use shale::env::{CrashMode, FaultError, FaultFs, FaultSpec, OpKind};
+    use shale::WriteOptions;
+
+    const THREADS: u32 = 8;
+    const OPS: u32 = 200;
+    let fs = FaultFs::in_memory();
+    let options = Options {
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open("/db", options.clone()).expect("open"));
+    // A sync as slow as a disk's: writers queue behind it and ride in groups.
+    fs.set_sync_latency(Some(std::time::Duration::from_micros(200)));
+    let synced = WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    };
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..OPS {
+                    db.put_opt(format!("t{t}-{i:04}"), format!("v{i}"), &synced)
+                        .expect("synced put");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("writer thread");
+    }
+    let syncs = fs.calls_of(OpKind::Sync);
+    assert!(
+        syncs < u64::from(THREADS * OPS) / 2,
+        "{syncs} syncs for {} synced writes: writers did not share syncs",
+        THREADS * OPS
+    );
+
+    // Every sync from now on fails: each writer must see an error, whether it led a group or
+    // rode in one.
+    fs.inject(FaultSpec {
+        kind: Some(OpKind::Sync),
+        nth: 1,
+        persistent: true,
+        error: FaultError::Io,
+    });
+    let barrier = Arc::new(std::sync::Barrier::new(THREADS as usize));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let db = db.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                db.put_opt(format!("late{t}"), "x", &synced).is_err()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert!(
+            t.join().expect("writer thread"),
+            "a write succeeded after a failed sync"
+        );
+    }
+    assert!(
+        db.put("after", "x").is_err(),
+        "writes refused after a failed sync"
+    );
+
+    // A power cut keeps exactly what was synced: all acknowledged writes.
+    fs.clear_faults();
+    let image = fs.crash_image(CrashMode::PowerLoss, 7);
+    drop(db);
+    let db = Db::open(
+        "/db",
+        Options {
+            fs: Arc::new(image),
+            ..options
+        },
+    )
+    .expect("reopen after power loss");
+    for t in 0..THREADS {
+        for i in 0..OPS {
+            let key = format!("t{t}-{i:04}");
+            let value = db.get(key.as_bytes()).expect("get");
+            assert_eq!(value.as_deref(), Some(format!("v{i}").as_bytes()), "{key}");
+        }
+    }
+}

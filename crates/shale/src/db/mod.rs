@@ -16,7 +16,7 @@ mod repair;
 mod stats;
 mod write;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,13 +54,31 @@ pub(crate) struct ReadView {
 
 /// A write waiting in the queue for its turn (or for a leader to do it).
 pub(crate) struct PendingWrite {
-    pub(crate) id: u64,
     /// `None` once a leader has taken the batch into its group; also `None` for a request to
     /// switch the memtable.
     pub(crate) batch: Option<WriteBatch>,
     pub(crate) sync: bool,
     pub(crate) disable_wal: bool,
-    pub(crate) wake: Arc<Condvar>,
+    /// Where the writer waits to lead or to learn its result.
+    pub(crate) slot: Arc<write::WriterSlot>,
+}
+
+/// What a leader of a synced group knows about the writers that sync together.
+///
+/// When many threads write with `sync`, the writers a leader acknowledges need a moment to
+/// come back with their next write; a leader that starts its sync at once takes only those
+/// that queued during the previous sync, and the writers settle into two cohorts that sync
+/// alternately, each sync covering half of them. A leader that waits (a bounded time, a
+/// fraction of one sync) for the writers of the previous synced group lets one sync cover them
+/// all.
+#[derive(Debug, Default)]
+pub(crate) struct SyncCohort {
+    /// How many writers recent synced groups held: what a leader waits for.
+    pub(crate) expected: usize,
+    /// Moving average of one WAL sync, in nanoseconds: bounds the wait.
+    pub(crate) sync_nanos: u64,
+    /// Set while a leader waits: a writer that queues wakes it.
+    pub(crate) leader_waiting: bool,
 }
 
 /// Everything guarded by the database mutex.
@@ -76,8 +94,8 @@ pub(crate) struct DbState {
     /// Table numbers being written by running jobs: not live yet, but not garbage.
     pub(crate) pending_outputs: BTreeSet<u64>,
     pub(crate) writers: VecDeque<PendingWrite>,
-    pub(crate) finished_writes: HashMap<u64, Result<()>>,
-    pub(crate) next_writer_id: u64,
+    /// How synced groups gather their writers; see [`SyncCohort`].
+    pub(crate) sync_cohort: SyncCohort,
     pub(crate) flush_running: bool,
     pub(crate) compaction_running: bool,
     /// Manual compactions waiting; automatic ones yield to them.
@@ -97,6 +115,8 @@ pub(crate) struct DbInner {
     pub(crate) background_done: Condvar,
     /// Wakes background threads when there may be work.
     pub(crate) work_available: Condvar,
+    /// Wakes the leader of a synced group that waits for its writers ([`SyncCohort`]).
+    pub(crate) cohort_arrived: Condvar,
     /// The active WAL. Only the head of the writer queue uses it.
     pub(crate) wal: Mutex<Option<LogWriter>>,
     /// The active WAL's blob file, created by the first separated value written beside that

@@ -2,7 +2,7 @@
 //! tables, and the start of background threads. What recovery finds is durable before `open`
 //! returns: replayed writes are flushed to tables and recorded in a new manifest.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -213,14 +213,14 @@ fn build_inner(p: Parts<'_>) -> DbInner {
             bg_error: None,
             pending_outputs: BTreeSet::new(),
             writers: VecDeque::new(),
-            finished_writes: HashMap::new(),
-            next_writer_id: 0,
+            sync_cohort: super::SyncCohort::default(),
             flush_running: false,
             compaction_running: false,
             manual_waiting: 0,
         }),
         background_done: Condvar::new(),
         work_available: Condvar::new(),
+        cohort_arrived: Condvar::new(),
         wal: Mutex::new(p.wal),
         blob_writer: Mutex::new(None),
         blob_cache: p.blob_cache,

@@ -2,11 +2,12 @@
 //! into one group, appends the group to the WAL as one record with at most one sync, inserts it
 //! into the memtable, and then acknowledges every writer of the group (group commit).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{DbInner, DbState, PendingWrite};
 use crate::batch::WriteBatch;
@@ -23,11 +24,84 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// A small leading batch limits the group further, so small writes are not slowed by big ones.
 const SMALL_BATCH_BYTES: usize = 128 << 10;
 thread_local! {
-    /// The condition variable a writer on this thread waits on. A thread has at most one write
-    /// queued at a time, so one per thread serves every write and database without an
-    /// allocation per write; a notification meant for an earlier write is a spurious wakeup,
-    /// which the wait loop tolerates.
-    static WRITER_WAKE: Arc<Condvar> = Arc::new(Condvar::new());
+    /// The slot a writer on this thread waits on. A thread has at most one write queued at a
+    /// time, so one per thread serves every write and database without an allocation per
+    /// write.
+    static WRITER_SLOT: Arc<WriterSlot> = Arc::new(WriterSlot::new());
+}
+
+/// What [`DbInner::enqueue`] hands a writer.
+enum Turn<'a> {
+    /// The write leads the queue; the database mutex is held.
+    Lead(MutexGuard<'a, DbState>),
+    /// A leader applied the write as part of its group, with this result.
+    Done(Result<()>),
+}
+
+/// How a queued writer learns that it leads the queue or that a leader applied its write.
+///
+/// A follower waits here, not on the database mutex: when a group completes, every follower
+/// is woken directly and returns without taking the mutex, so the followers of a group resume
+/// in parallel instead of one after another as the mutex passes between them.
+pub(crate) struct WriterSlot {
+    /// [`WAITING`], [`LEAD`] or [`DONE`].
+    signal: AtomicU8,
+    /// The error of a completed write that failed; read once `signal` is [`DONE`].
+    error: Mutex<Option<Error>>,
+    /// The writer's thread, unparked on every signal.
+    thread: Thread,
+}
+
+const WAITING: u8 = 0;
+const LEAD: u8 = 1;
+const DONE: u8 = 2;
+
+impl WriterSlot {
+    fn new() -> Self {
+        Self {
+            signal: AtomicU8::new(WAITING),
+            error: Mutex::new(None),
+            thread: std::thread::current(),
+        }
+    }
+
+    /// Prepares the slot for a new write of its thread.
+    fn reset(&self) {
+        self.signal.store(WAITING, Ordering::Relaxed);
+    }
+
+    /// Tells the writer it now leads the queue.
+    fn lead(&self) {
+        self.signal.store(LEAD, Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Tells the writer a leader applied its write.
+    fn finish(&self, result: &Result<()>) {
+        if let Err(e) = result {
+            *self.error.lock() = Some(e.duplicate());
+        }
+        self.signal.store(DONE, Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Blocks until signalled: `Some(result)` once the write is done, `None` when it leads.
+    /// `park` may return early (an unpark meant for an earlier write leaves a token behind),
+    /// so the signal is checked again each time.
+    fn wait(&self) -> Option<Result<()>> {
+        loop {
+            match self.signal.load(Ordering::Acquire) {
+                DONE => {
+                    return Some(match self.error.lock().take() {
+                        Some(e) => Err(e),
+                        None => Ok(()),
+                    })
+                }
+                LEAD => return None,
+                _ => std::thread::park(),
+            }
+        }
+    }
 }
 
 /// How long one write is delayed when level 0 reaches the slowdown trigger.
@@ -57,56 +131,69 @@ impl DbInner {
             }
             None => None,
         };
-        let wake = WRITER_WAKE.with(Arc::clone);
-        let mut state = self.state.lock();
-        let id = state.next_writer_id;
-        state.next_writer_id += 1;
+        let slot = WRITER_SLOT.with(Arc::clone);
+        slot.reset();
         let force = batch.is_none();
-        state.writers.push_back(PendingWrite {
-            id,
+        let write = PendingWrite {
             batch,
             sync: options.sync,
             disable_wal: options.disable_wal,
-            wake: wake.clone(),
-        });
-        loop {
-            // Checked for emptiness first: a lone writer never has an entry, and hashing its
-            // id on every write would cost more than the check.
-            if !state.finished_writes.is_empty() {
-                if let Some(result) = state.finished_writes.remove(&id) {
-                    return result;
-                }
-            }
-            if state.writers.front().map(|w| w.id) == Some(id) {
-                break;
-            }
-            wake.wait(&mut state);
-        }
+            slot: slot.clone(),
+        };
+        let mut state = match self.enqueue(write, &slot) {
+            Turn::Lead(state) => state,
+            Turn::Done(result) => return result,
+        };
         // This writer leads: it does the work for itself and the group behind it.
         let mut result = self.make_room_for_write(&mut state, force);
         let mut group_len = 1;
         if result.is_ok() && !force {
+            let timed_out = self.gather_sync_cohort(&mut state);
             let (group, len, sync, disable_wal) = Self::build_group(&mut state);
             group_len = len;
             result = self.apply_group(&mut state, group, sync, disable_wal);
-        }
-        for _ in 0..group_len {
-            let Some(w) = state.writers.pop_front() else {
-                break;
-            };
-            if w.id != id {
-                let copy = match &result {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(e.duplicate()),
-                };
-                state.finished_writes.insert(w.id, copy);
-                w.wake.notify_one();
+            if sync && !disable_wal {
+                let cohort = &mut state.sync_cohort;
+                if len >= cohort.expected {
+                    cohort.expected = len;
+                } else if timed_out {
+                    // Fewer writers came than before: expect one fewer next time, so a
+                    // shrinking set of writers stops waiting after a few syncs.
+                    cohort.expected = (cohort.expected - 1).max(len);
+                }
             }
         }
+        // The leader is the queue's first entry; the rest of the group follows it.
+        state.writers.pop_front();
+        let followers: Vec<PendingWrite> = state.writers.drain(..group_len - 1).collect();
         if let Some(next) = state.writers.front() {
-            next.wake.notify_one();
+            next.slot.lead();
+        }
+        drop(state);
+        // Woken outside the mutex: a woken follower returns without touching it.
+        for w in &followers {
+            w.slot.finish(&result);
         }
         result
+    }
+
+    /// Queues a write and waits until it leads the queue or a leader has completed it.
+    fn enqueue(&self, write: PendingWrite, slot: &WriterSlot) -> Turn<'_> {
+        let mut state = self.state.lock();
+        state.writers.push_back(write);
+        if state.writers.len() == 1 {
+            return Turn::Lead(state);
+        }
+        // The leader waits for the queue to reach this length; waking it sooner only to sleep
+        // again would cost a context switch per writer.
+        if state.sync_cohort.leader_waiting && state.writers.len() >= state.sync_cohort.expected {
+            self.cohort_arrived.notify_one();
+        }
+        drop(state);
+        match slot.wait() {
+            Some(result) => Turn::Done(result),
+            None => Turn::Lead(self.state.lock()),
+        }
     }
 
     /// Rewrites plain puts as expiring ones when the database has a default TTL.
@@ -140,6 +227,35 @@ impl DbInner {
             }
         }
         Ok(out)
+    }
+
+    /// Lets the leader of a synced group wait, at most half of one sync, until as many writers
+    /// are queued as the recent synced groups held (see [`super::SyncCohort`]). Returns whether
+    /// the wait ran out before they came.
+    fn gather_sync_cohort(&self, state: &mut MutexGuard<'_, DbState>) -> bool {
+        let Some(front) = state.writers.front() else {
+            return false;
+        };
+        let cohort = &state.sync_cohort;
+        if !front.sync
+            || front.disable_wal
+            || front.batch.is_none()
+            || cohort.sync_nanos == 0
+            || state.writers.len() >= cohort.expected
+        {
+            return false;
+        }
+        let deadline = Instant::now() + Duration::from_nanos(cohort.sync_nanos / 2);
+        state.sync_cohort.leader_waiting = true;
+        let mut timed_out = false;
+        while state.writers.len() < state.sync_cohort.expected {
+            if self.cohort_arrived.wait_until(state, deadline).timed_out() {
+                timed_out = true;
+                break;
+            }
+        }
+        state.sync_cohort.leader_waiting = false;
+        timed_out
     }
 
     /// Takes the batches of the leader and of the writers behind it that can share its WAL
@@ -194,6 +310,7 @@ impl DbInner {
         // What the WAL and the memtable receive when values moved to a blob file; `group`
         // itself stays as the user wrote it, for the statistics.
         let mut separated: Option<WriteBatch> = None;
+        let mut sync_time = None;
         let result = MutexGuard::unlocked(state, || -> Result<()> {
             if !disable_wal {
                 let mut wal = self.wal.lock();
@@ -206,11 +323,13 @@ impl DbInner {
                 log.add_record(logged.data())?;
                 log.flush()?;
                 if sync {
+                    let started = Instant::now();
                     // A synced WAL record must never name blob bytes that are not durable.
                     if let Some(b) = blob.as_mut() {
                         b.sync(self.options.fs.as_ref())?;
                     }
                     log.sync()?;
+                    sync_time = Some(started.elapsed());
                     self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
                 }
                 self.stats
@@ -219,6 +338,15 @@ impl DbInner {
             }
             separated.as_ref().unwrap_or(&group).insert_into(&mem)
         });
+        if let Some(took) = sync_time {
+            let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            let cohort = &mut state.sync_cohort;
+            cohort.sync_nanos = if cohort.sync_nanos == 0 {
+                took
+            } else {
+                (cohort.sync_nanos * 3 + took) / 4
+            };
+        }
         match result {
             Ok(()) => {
                 let last = first + count - 1;
@@ -349,29 +477,27 @@ impl DbInner {
         if !qualifies {
             return None;
         }
-        let wake = WRITER_WAKE.with(Arc::clone);
-        let mut state = self.state.lock();
-        let id = state.next_writer_id;
-        state.next_writer_id += 1;
+        let slot = WRITER_SLOT.with(Arc::clone);
+        slot.reset();
         // No batch: no leader takes this writer into its group (a group ends at a writer
         // without a batch), so it always leads itself.
-        state.writers.push_back(PendingWrite {
-            id,
+        let write = PendingWrite {
             batch: None,
             sync: options.sync,
             disable_wal: false,
-            wake: wake.clone(),
-        });
-        while state.writers.front().map(|w| w.id) != Some(id) {
-            wake.wait(&mut state);
-        }
+            slot: slot.clone(),
+        };
+        let mut state = match self.enqueue(write, &slot) {
+            Turn::Lead(state) => state,
+            Turn::Done(result) => return Some(result),
+        };
         let mut result = self.make_room_for_write(&mut state, false);
         if result.is_ok() {
             result = self.apply_separated_put(&mut state, key, value, expiry, options.sync);
         }
         state.writers.pop_front();
         if let Some(next) = state.writers.front() {
-            next.wake.notify_one();
+            next.slot.lead();
         }
         Some(result)
     }

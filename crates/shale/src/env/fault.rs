@@ -328,6 +328,9 @@ struct State {
     /// Calls before which a snapshot is captured without stopping anything.
     capture_at: BTreeSet<u64>,
     captures: Vec<CrashSnapshot>,
+    /// How long each file sync takes, as a disk's flush would: lets tests make writers queue
+    /// behind a sync (group commit).
+    sync_latency: Option<std::time::Duration>,
 }
 
 /// A filesystem wrapper that tracks durability and injects faults. See the module docs.
@@ -407,6 +410,12 @@ impl FaultFs {
         let mut state = self.state.lock();
         state.armed.clear();
         state.quota = None;
+    }
+
+    /// Makes every file sync take `latency` (slept without holding any lock), as a disk's
+    /// cache flush does; `None` makes syncs instant again.
+    pub fn set_sync_latency(&self, latency: Option<std::time::Duration>) {
+        self.state.lock().sync_latency = latency;
     }
 
     /// Fails appends with `ENOSPC` (after writing what fits) once the live files would hold more
@@ -742,6 +751,10 @@ impl WritableFile for FaultWritable {
     }
 
     fn sync(&mut self) -> Result<()> {
+        let latency = self.fs.state.lock().sync_latency;
+        if let Some(latency) = latency {
+            std::thread::sleep(latency);
+        }
         match self.fs.check(OpKind::Sync, &self.path) {
             Verdict::Proceed => {}
             Verdict::Dead => return Err(crashed_error("sync", &self.path)),
