@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use shale::batch::WriteBatch;
+use shale::batch::{WalMarker, WriteBatch};
 use shale::blob::{decode_record, BlobRef};
 use shale::env::{Fs, PosixFs, RandomAccessFile};
 use shale::filename::{blob_file_name, parse_file_name, table_file_name, wal_file_name, FileType};
@@ -426,7 +426,14 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
     wals.sort_unstable();
     let mut wal_records = 0u64;
     for (i, &n) in wals.iter().enumerate() {
-        let newest = i + 1 == wals.len();
+        // Whether a crash may have cut this WAL short (the rule of recovery, `Replay::replay_all`
+        // in the engine): the newest may always be; an older one only in format 2 and only
+        // while no newer WAL records a sync, which syncs every older WAL first.
+        let newer = &wals[i + 1..];
+        let synced_later = !newer.is_empty() && WalMarker::sync_recorded_in(&fs, db_path, newer);
+        let may_be_torn =
+            |version: Option<u32>| newer.is_empty() || (version != Some(1) && !synced_later);
+        let mut sealed = false;
         let path = wal_file_name(db_path, n);
         let mut reader = LogReader::new(
             fs.open_sequential(&path)?,
@@ -440,6 +447,7 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             match reader.read_record() {
                 Ok(Some(record)) => {
                     let offset = reader.last_record_offset();
+                    sealed = WalMarker::of_record(&record) == Some(WalMarker::Seal);
                     match WriteBatch::from_data(record, &path, offset) {
                         Ok(batch) => {
                             for entry in batch.iter().flatten() {
@@ -451,7 +459,7 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
                                     "{m} (referenced by {} at offset {offset})",
                                     path.display()
                                 );
-                                if newest {
+                                if may_be_torn(reader.format_version()) {
                                     // The write was never synced: recovery drops it.
                                     found.warning(
                                         &mut out,
@@ -486,7 +494,7 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
                 torn.reason,
                 torn.dropped_bytes
             );
-            if newest && tail_is_crash_artifact(&torn.reason) {
+            if may_be_torn(reader.format_version()) && tail_is_crash_artifact(&torn.reason) {
                 found.warning(
                     &mut out,
                     format!("{message} (a crash during an append leaves this)"),
@@ -494,6 +502,26 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             } else {
                 ok = false;
                 found.problem(&mut out, message)?;
+            }
+        } else if !newer.is_empty() && !sealed && reader.format_version() != Some(1) {
+            let message = format!(
+                "{}: ends before its seal record though newer WALs exist",
+                path.display()
+            );
+            if may_be_torn(reader.format_version()) {
+                found.warning(
+                    &mut out,
+                    format!(
+                        "{message} (a power loss before the WAL was synced leaves this; \
+                         recovery keeps its records and drops every newer WAL)"
+                    ),
+                )?;
+            } else {
+                ok = false;
+                found.problem(
+                    &mut out,
+                    format!("{message}, and a newer WAL records it synced"),
+                )?;
             }
         }
         wal_records += records;

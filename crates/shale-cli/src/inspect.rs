@@ -252,6 +252,23 @@ pub fn wal_dump(ctx: &Context, path: &Path) -> CliResult {
         };
         let offset = reader.last_record_offset();
         records += 1;
+        match shale::batch::WalMarker::of_record(&record) {
+            Some(shale::batch::WalMarker::Sync) => {
+                writeln!(
+                    out,
+                    "record at offset {offset}: sync marker (every older WAL was synced)"
+                )?;
+                continue;
+            }
+            Some(shale::batch::WalMarker::Seal) => {
+                writeln!(
+                    out,
+                    "record at offset {offset}: seal (the WAL's last record)"
+                )?;
+                continue;
+            }
+            None => {}
+        }
         let batch = match WriteBatch::from_data(record, path, offset) {
             Ok(b) => b,
             Err(e) => {

@@ -49,6 +49,59 @@ const KEY_QUOTE_BYTES: usize = 32;
 /// can cause.
 const IN_MEMORY_BATCH: &str = "<write batch in memory>";
 
+/// The records a WAL holds besides writes (format version 2): empty batches with a sequence
+/// number no write uses (`docs/format/wal.md`, section 2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalMarker {
+    /// Every older WAL was synced whole before this record was written: written by the first
+    /// synced write after a memtable switch, before its own record. Sequence 0.
+    Sync,
+    /// The last record of a WAL sealed by a memtable switch: a WAL that is not the newest and
+    /// lacks it was cut short. Sequence 2^63.
+    Seal,
+}
+
+impl WalMarker {
+    fn sequence(self) -> SequenceNumber {
+        match self {
+            WalMarker::Sync => 0,
+            WalMarker::Seal => 1 << 63,
+        }
+    }
+
+    /// True when one of the WALs numbered `newer` in `dir` holds a [`WalMarker::Sync`]: then
+    /// every older WAL was synced whole, and damage to one is corruption rather than a tail a
+    /// crash tore. A WAL that cannot be read counts as holding none.
+    pub fn sync_recorded_in(fs: &dyn crate::env::Fs, dir: &Path, newer: &[u64]) -> bool {
+        use crate::wal::{LogKind, LogReader};
+        for &number in newer {
+            let path = crate::filename::wal_file_name(dir, number);
+            let Ok(file) = fs.open_sequential(&path) else {
+                continue;
+            };
+            let mut reader = LogReader::new(file, path, LogKind::Wal, Some(number));
+            while let Ok(Some(record)) = reader.read_record() {
+                if WalMarker::of_record(&record) == Some(WalMarker::Sync) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The marker a WAL record holds, if it is one.
+    pub fn of_record(record: &[u8]) -> Option<WalMarker> {
+        if record.len() != BATCH_HEADER_LEN || record.get(8..).and_then(decode_fixed32) != Some(0) {
+            return None;
+        }
+        match decode_fixed64(record) {
+            Some(0) => Some(WalMarker::Sync),
+            Some(s) if s == 1 << 63 => Some(WalMarker::Seal),
+            _ => None,
+        }
+    }
+}
+
 /// A group of writes applied atomically. See the module header for the encoding.
 #[derive(Clone)]
 pub struct WriteBatch {
@@ -172,6 +225,14 @@ impl WriteBatch {
     /// True when the batch holds no records.
     pub fn is_empty(&self) -> bool {
         self.count() == 0
+    }
+
+    /// A WAL marker record: an empty batch whose sequence number no write uses
+    /// (`docs/format/wal.md`, section 2.1).
+    pub(crate) fn wal_marker(marker: WalMarker) -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.set_sequence(marker.sequence());
+        b
     }
 
     /// Removes every record and resets the sequence number to 0.
@@ -638,8 +699,8 @@ mod tests {
         w.close().expect("close");
         #[rustfmt::skip]
         let expect: &[u8] = &[
-            0x6a, 0x1d, 0x3a, 0x82, 0x15, 0x00, 0x01,   // masked crc, length 21, FULL
-            b's', b'h', b'a', b'l', b'e', b'L', b'O', b'G', 1, 0, 0, 0, // magic, version 1
+            0x56, 0x7b, 0x6c, 0xf1, 0x15, 0x00, 0x01,   // masked crc, length 21, FULL
+            b's', b'h', b'a', b'l', b'e', b'L', b'O', b'G', 2, 0, 0, 0, // magic, version 2
             1, 7, 0, 0, 0, 0, 0, 0, 0,                  // kind WAL, file number 7
             0xe7, 0x5a, 0x4d, 0x00, 0x11, 0x00, 0x01,   // masked crc, length 17, FULL
             1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,         // sequence 1, count 1

@@ -28,7 +28,7 @@ pub mod ttl;
 pub mod version;
 pub mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{WalMarker, WriteBatch};
 pub use db::{Db, DbStats, LevelStats, Range, RepairReport};
 pub use error::{Error, Result};
 pub use iter::DbIterator;

@@ -183,6 +183,14 @@ impl DbInner {
         iter.seek_to_first();
         let meta = build_table(&self.dir, &self.options, number, &mut iter, blobs)?;
         if meta.is_some() {
+            // The blob files the table references were sealed with their WAL, maybe unsynced
+            // (`switch_memtable`): the table must not outlive their bytes. The directory sync
+            // below covers their entries too.
+            for &blob in blobs.keys() {
+                self.options
+                    .fs
+                    .sync_file(&crate::filename::blob_file_name(&self.dir, blob))?;
+            }
             self.options.fs.sync_dir(&self.dir)?;
         }
         Ok(meta)

@@ -123,6 +123,11 @@ pub(crate) struct DbInner {
     /// WAL and numbered like it. Only the head of the writer queue uses it, always while holding
     /// `wal` (taken first).
     pub(crate) blob_writer: Mutex<Option<BlobFileWriter>>,
+    /// WALs (and their blob files) sealed by a memtable switch but not synced, oldest first.
+    /// The next synced write syncs them before its own record (see
+    /// [`DbInner::sync_sealed_wals`]); a flush makes their contents durable in a table.
+    /// Locked only while holding `wal`.
+    pub(crate) sealed_wals: Mutex<Vec<PathBuf>>,
     /// Open blob files, for reads.
     pub(crate) blob_cache: Arc<BlobCache>,
     /// The last sequence number whose write is fully in the memtable.

@@ -11,7 +11,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use super::{Db, DbInner, DbState, ReadView};
-use crate::batch::{blob_ref_of, WriteBatch};
+use crate::batch::{blob_ref_of, WalMarker, WriteBatch};
 use crate::blob::BlobCache;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -221,6 +221,7 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         background_done: Condvar::new(),
         work_available: Condvar::new(),
         cohort_arrived: Condvar::new(),
+        sealed_wals: Mutex::new(Vec::new()),
         wal: Mutex::new(p.wal),
         blob_writer: Mutex::new(None),
         blob_cache: p.blob_cache,
@@ -315,7 +316,14 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// Replays `wals` (ascending numbers) in order; only the last may end in a torn tail.
+    /// Replays `wals` (ascending numbers) in order, up to the first torn tail.
+    ///
+    /// A memtable switch seals a WAL without syncing it (`switch_memtable`), so after a power
+    /// loss any WAL can end torn, not only the newest. Nothing newer than a tear was synced,
+    /// though: the first synced write after a switch syncs the sealed WALs before its own
+    /// record and marks that in its WAL ([`WriteBatch::sync_marker`]). So recovery keeps the
+    /// writes up to the first tear and drops every newer WAL, which keeps a prefix of the
+    /// writes; and a damaged WAL that a newer WAL's marker says was synced is corruption.
     fn replay_all(
         &self,
         wals: &[u64],
@@ -324,45 +332,96 @@ impl Replay<'_> {
         versions: &mut VersionSet,
         edit: &mut VersionEdit,
     ) -> Result<()> {
-        for (i, &number) in wals.iter().enumerate() {
+        for &number in wals {
             versions.mark_file_number_used(number);
-            let is_last = i + 1 == wals.len();
-            self.replay_wal(number, is_last, mem, last_sequence, versions, edit)?;
+        }
+        for (i, &number) in wals.iter().enumerate() {
+            let newer = &wals[i + 1..];
+            let whole = self.replay_wal(number, newer, mem, last_sequence, versions, edit)?;
+            if !whole {
+                if !newer.is_empty() {
+                    tracing::warn!(
+                        wal = number,
+                        dropped_wals = ?newer,
+                        "dropped the WALs newer than a torn one: none of their writes was synced"
+                    );
+                }
+                break;
+            }
         }
         Ok(())
     }
 
-    /// Applies one WAL's batches to `mem`, flushing it to level 0 whenever it fills.
+    /// Refuses damage in a WAL that is known to have been synced whole: a newer WAL's sync
+    /// marker says so, or it is an older-format WAL that is not the newest (format 1 synced
+    /// every WAL before starting the next). Accepts it, as a torn tail, otherwise.
+    fn check_tear_allowed(
+        &self,
+        path: &Path,
+        offset: u64,
+        reason: &str,
+        version: Option<u32>,
+        newer: &[u64],
+    ) -> Result<()> {
+        if newer.is_empty() {
+            return Ok(());
+        }
+        if version == Some(1) {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!("{reason} in a WAL that is not the newest"),
+            ));
+        }
+        if WalMarker::sync_recorded_in(self.options.fs.as_ref(), self.dir, newer) {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!("{reason} in a WAL that a newer WAL records as synced"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies one WAL's batches to `mem`, flushing it to level 0 whenever it fills. Returns
+    /// false when the WAL ended in a torn tail (dropped, with a warning).
     fn replay_wal(
         &self,
         number: u64,
-        is_last: bool,
+        newer: &[u64],
         mem: &mut Arc<MemTable>,
         last_sequence: &mut u64,
         versions: &mut VersionSet,
         edit: &mut VersionEdit,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let path = wal_file_name(self.dir, number);
         let file = self.options.fs.open_sequential(&path)?;
         let mut reader = LogReader::new(file, path.clone(), LogKind::Wal, Some(number));
         let mut records = 0u64;
+        let mut sealed = false;
         while let Some(record) = reader.read_record()? {
             let offset = reader.last_record_offset();
+            match WalMarker::of_record(&record) {
+                Some(marker) => {
+                    sealed = marker == WalMarker::Seal;
+                    continue;
+                }
+                None => sealed = false,
+            }
             let batch = WriteBatch::from_data(record, &path, offset)?;
             if let Err(e) = self.check_blob_references(&batch) {
-                if !is_last {
-                    // Every older WAL was synced after its blob file: its references must hold.
-                    return Err(e);
-                }
-                // The record was written but its blob bytes never became durable: the write
-                // was not synced, so it and everything after it are a torn tail.
+                // The record was written but its blob bytes never became durable: unless the
+                // WAL was synced, the write was not, so it and everything after it are a torn
+                // tail.
+                let version = reader.format_version();
+                self.check_tear_allowed(&path, offset, &e.to_string(), version, newer)?;
                 tracing::warn!(
                     wal = %path.display(),
                     offset,
                     error = %e,
                     "dropped the WAL tail from a record whose blob value is missing"
                 );
-                break;
+                return Ok(false);
             }
             let first = batch.sequence();
             batch.insert_into(mem)?;
@@ -374,16 +433,9 @@ impl Replay<'_> {
                 *mem = Arc::new(MemTable::new(self.icmp.clone()));
             }
         }
+        let version = reader.format_version();
         if let Some(torn) = reader.torn_tail() {
-            if !is_last {
-                // Only the newest WAL can have been cut short by a crash: every older one was
-                // synced and closed before the next began.
-                return Err(Error::corruption(
-                    &path,
-                    torn.offset,
-                    format!("{} in a WAL that is not the newest", torn.reason),
-                ));
-            }
+            self.check_tear_allowed(&path, torn.offset, &torn.reason.to_string(), version, newer)?;
             tracing::warn!(
                 wal = %path.display(),
                 offset = torn.offset,
@@ -391,9 +443,28 @@ impl Replay<'_> {
                 reason = %torn.reason,
                 "dropped torn WAL tail"
             );
+            return Ok(false);
+        }
+        if !newer.is_empty() && !sealed && version != Some(1) {
+            // Cut short at a record boundary: a power loss kept only part of a WAL that was
+            // sealed but not synced.
+            let end = reader.last_record_offset();
+            self.check_tear_allowed(
+                &path,
+                end,
+                "the WAL ends before its seal record",
+                version,
+                newer,
+            )?;
+            tracing::warn!(
+                wal = %path.display(),
+                records,
+                "a WAL that is not the newest ends before its seal record: dropped what follows"
+            );
+            return Ok(false);
         }
         tracing::debug!(wal = %path.display(), records, "replayed WAL");
-        Ok(())
+        Ok(true)
     }
 
     /// Reads back every value `batch` keeps in a blob file, checking it is whole and belongs to

@@ -94,6 +94,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             match reader.read_record() {
                 Ok(Some(record)) => {
                     let offset = reader.last_record_offset();
+                    if crate::batch::WalMarker::of_record(&record).is_some() {
+                        // Markers carry no writes.
+                        continue;
+                    }
                     match WriteBatch::from_data(record, &path, offset) {
                         Ok(batch) => {
                             batch.insert_into(&mem)?;

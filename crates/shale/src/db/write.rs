@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{DbInner, DbState, PendingWrite};
-use crate::batch::WriteBatch;
+use crate::batch::{WalMarker, WriteBatch};
 use crate::blob::BlobFileWriter;
 use crate::error::{Error, Result};
-use crate::filename::wal_file_name;
+use crate::filename::{blob_file_name, wal_file_name};
 use crate::iter::{split_expiring, EXPIRY_PREFIX_LEN};
 use crate::key::ValueKind;
 use crate::options::WriteOptions;
@@ -320,6 +320,9 @@ impl DbInner {
                 let mut blob = self.blob_writer.lock();
                 separated = self.separate_values(&group, &mut blob, blob_number)?;
                 let logged = separated.as_ref().unwrap_or(&group);
+                if sync {
+                    self.sync_sealed_wals(log)?;
+                }
                 log.add_record(logged.data())?;
                 log.flush()?;
                 if sync {
@@ -530,6 +533,9 @@ impl DbInner {
             let mut batch = WriteBatch::new();
             batch.push_stored(kind, key, &[&stored]);
             batch.set_sequence(sequence);
+            if sync {
+                self.sync_sealed_wals(log)?;
+            }
             log.add_record(batch.data())?;
             log.flush()?;
             if sync {
@@ -605,19 +611,26 @@ impl DbInner {
     /// Freezes the active memtable and starts a new WAL. REQUIRES: `state` held by the leader.
     fn switch_memtable(&self, state: &mut MutexGuard<'_, DbState>) -> Result<()> {
         let number = state.versions.new_file_number();
+        let old_number = state.mem_wal_number;
         let switched = (|| -> Result<()> {
             let mut wal = self.wal.lock();
-            // The old WAL is complete: make it durable, and close it (which trims a
-            // preallocated tail), before a newer WAL exists, so recovery never finds a torn or
-            // zero-filled tail in a WAL that is not the newest.
+            // The old WAL is complete: close it (which trims a preallocated tail) but do not
+            // sync it here. Syncing megabytes stalled every writer for milliseconds per switch,
+            // and a WAL whose memtable is flushed before anyone asks for a sync is deleted
+            // without ever being written to the device. The next synced write syncs it first
+            // and says so in the new WAL (`sync_sealed_wals`); recovery relies on that marker
+            // (`Replay::replay_all`).
             if let Some(mut old) = wal.take() {
-                // The blob file first: a synced WAL never names blob bytes that are not durable.
+                let mut sealed = self.sealed_wals.lock();
                 if let Some(mut blob) = self.blob_writer.lock().take() {
-                    blob.sync(self.options.fs.as_ref())?;
+                    blob.flush()?;
                     blob.close()?;
+                    sealed.push(blob_file_name(&self.dir, old_number));
                 }
-                old.sync()?;
+                old.add_record(WriteBatch::wal_marker(WalMarker::Seal).data())?;
+                old.flush()?;
                 old.close()?;
+                sealed.push(wal_file_name(&self.dir, old_number));
             }
             let path = wal_file_name(&self.dir, number);
             let file = self.options.fs.create_log(&path)?;
@@ -637,6 +650,31 @@ impl DbInner {
         self.install_view(state);
         self.work_available.notify_all();
         Ok(())
+    }
+
+    /// Makes the WALs (and blob files) sealed since the last synced write durable, then
+    /// appends the sync marker to `log`, the active WAL: the marker tells recovery that every
+    /// older WAL was whole when it was written, so damage to one is corruption, not a tail torn
+    /// by a crash. Called by a synced write before it appends its own record, so the marker is
+    /// durable with that record. A sealed file that no longer exists was retired by a flush,
+    /// which made its contents durable in a table.
+    fn sync_sealed_wals(&self, log: &mut LogWriter) -> Result<()> {
+        let mut sealed = self.sealed_wals.lock();
+        if sealed.is_empty() {
+            return Ok(());
+        }
+        let fs = self.options.fs.as_ref();
+        for path in sealed.iter() {
+            if let Err(e) = fs.sync_file(path) {
+                if fs.exists(path) {
+                    return Err(e);
+                }
+            }
+        }
+        // Blob files are created while their WAL is active, and their entries may not be.
+        fs.sync_dir(&self.dir)?;
+        sealed.clear();
+        log.add_record(WriteBatch::wal_marker(WalMarker::Sync).data())
     }
 
     /// Freezes the memtable and waits until every frozen memtable is flushed.

@@ -25,8 +25,12 @@ pub const BLOCK_SIZE: usize = 32 * 1024;
 pub const HEADER_SIZE: usize = 7;
 /// Magic bytes opening the header record of every log file.
 pub const LOG_MAGIC: &[u8; 8] = b"shaleLOG";
-/// The log format version written by this build.
-pub const LOG_FORMAT_VERSION: u32 = 1;
+/// The log format version written by this build. Version 2 WALs end, once sealed by a memtable
+/// switch, with a seal record, and may carry sync markers (`docs/format/wal.md`); a manifest's
+/// records are the same in both versions.
+pub const LOG_FORMAT_VERSION: u32 = 2;
+/// The oldest log format version this build reads.
+pub const OLDEST_LOG_FORMAT_VERSION: u32 = 1;
 
 /// Fragment types. Persisted: never renumber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

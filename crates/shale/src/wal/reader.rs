@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use super::{
     fragment_crc, FragmentType, LogKind, BLOCK_SIZE, HEADER_SIZE, LOG_FORMAT_VERSION, LOG_MAGIC,
+    OLDEST_LOG_FORMAT_VERSION,
 };
 use crate::codec::{decode_fixed32, Decoder};
 use crate::env::SequentialFile;
@@ -34,6 +35,8 @@ pub struct LogReader {
     pos: usize,
     eof: bool,
     header_checked: bool,
+    /// The header's format version, once checked.
+    version: Option<u32>,
     torn: Option<TornTail>,
     record_offset: u64,
     finished: bool,
@@ -63,10 +66,16 @@ impl LogReader {
             pos: 0,
             eof: false,
             header_checked: false,
+            version: None,
             torn: None,
             record_offset: 0,
             finished: false,
         }
+    }
+
+    /// The format version in the file's header, once a record has been read past it.
+    pub fn format_version(&self) -> Option<u32> {
+        self.version
     }
 
     /// Set once reading stopped at a torn tail.
@@ -85,28 +94,31 @@ impl LogReader {
         if !self.header_checked {
             self.header_checked = true;
             match self.read_physical_record()? {
-                Some(header) => self.check_header(&header)?,
+                Some(header) => self.version = Some(self.check_header(&header)?),
                 None => return Ok(None),
             }
         }
         self.read_physical_record()
     }
 
-    fn check_header(&self, header: &[u8]) -> Result<()> {
+    /// Checks the header record; returns its format version.
+    fn check_header(&self, header: &[u8]) -> Result<u32> {
         let bad = |m: String| Err(Error::corruption(&self.path, 0, m));
         let mut d = Decoder::new(header);
         if d.bytes(8) != Some(&LOG_MAGIC[..]) {
             return bad("log header magic missing: not a shale log file".into());
         }
         let version = d.fixed32().unwrap_or(0);
-        if version != LOG_FORMAT_VERSION {
+        if !(OLDEST_LOG_FORMAT_VERSION..=LOG_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedFormat {
                 path: self.path.clone(),
                 message: format!(
-                    "log format version {version}, this build reads {LOG_FORMAT_VERSION}"
+                    "log format version {version}, this build reads \
+                     {OLDEST_LOG_FORMAT_VERSION} to {LOG_FORMAT_VERSION}"
                 ),
             });
         }
+
         let kind = d.u8().and_then(LogKind::from_u8);
         if kind != Some(self.kind) {
             return bad(format!(
@@ -122,7 +134,7 @@ impl LogReader {
                 ));
             }
         }
-        Ok(())
+        Ok(version)
     }
 
     /// Assembles the next logical record from fragments.
