@@ -257,6 +257,25 @@ impl BlockIter {
         }
     }
 
+    /// Points this cursor at another block, unpositioned, keeping the buffers it has grown
+    /// (the current key and the backward-step cache): an iterator moving from block to block
+    /// then allocates nothing per block.
+    pub fn reset(&mut self, block: Arc<Block>) {
+        let end = block.restart_offset;
+        self.block = block;
+        self.current = end;
+        self.next_offset = end;
+        self.restart_index = 0;
+        self.key.clear();
+        self.value_start = 0;
+        self.value_end = 0;
+        self.valid = false;
+        self.corruption = None;
+        self.prev_cache.clear();
+        self.prev_cache_keys.clear();
+        self.prev_cache_region = None;
+    }
+
     /// The block this cursor reads.
     pub fn block(&self) -> &Arc<Block> {
         &self.block

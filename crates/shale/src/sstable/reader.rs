@@ -485,7 +485,10 @@ impl TableIterator {
         }
         match self.table.read_block(handle, self.flags) {
             Ok(block) => {
-                self.data = Some(BlockIter::new(block, self.table.opts.icmp.clone()));
+                match self.data.as_mut() {
+                    Some(data) => data.reset(block),
+                    None => self.data = Some(BlockIter::new(block, self.table.opts.icmp.clone())),
+                }
                 self.data_handle = handle;
                 true
             }
