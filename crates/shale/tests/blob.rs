@@ -226,6 +226,60 @@ fn snapshots_keep_relocated_values_readable() {
 }
 
 #[test]
+fn an_iterator_over_a_memtable_keeps_its_blob_file_after_flush_and_collection() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(
+        dir,
+        Options {
+            blob_garbage_collection_threshold: 0.2,
+            ..options(&fs)
+        },
+    )
+    .expect("open");
+    // The iterator pins the memtable whose values sit in the active WAL's blob file. After
+    // the flush, only the iterator's memtable references that file once compaction has
+    // relocated (or dropped) what the tables kept of it; the file must stay until the
+    // iterator is gone.
+    for i in 0..100 {
+        db.put(format!("junk{i:03}"), big("junk", i)).expect("put");
+    }
+    for i in 0..100 {
+        db.delete(format!("junk{i:03}")).expect("delete");
+        db.put(key(i), big("old", i)).expect("put");
+    }
+    let mut it = db.iter(ReadOptions::default());
+    db.flush().expect("flush");
+    for round in 0..4 {
+        for i in 0..100 {
+            db.put(key(i), big(&format!("new{round}"), i)).expect("put");
+        }
+        db.flush().expect("flush");
+        db.compact_range(None, None).expect("compact");
+    }
+    db.wait_for_compactions().expect("wait");
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.key(), key(n).as_slice());
+        assert_eq!(it.try_value().expect("value"), big("old", n).as_slice());
+        n += 1;
+        it.next();
+    }
+    it.status().expect("iterator made before the flush");
+    assert_eq!(n, 100);
+    drop(it);
+    // Once the iterator is gone, the file is garbage like any other.
+    db.compact_range(None, None).expect("compact");
+    db.wait_for_compactions().expect("wait");
+    let (files, _) = blob_files(&fs, dir);
+    assert!(
+        files <= 2,
+        "{files} blob files left after the iterator was dropped"
+    );
+}
+
+#[test]
 fn ttl_applies_to_blob_values() {
     let fs = MemFs::new();
     let dir = Path::new("/db");

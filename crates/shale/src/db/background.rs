@@ -160,7 +160,9 @@ impl DbInner {
         });
         state.pending_outputs.remove(&number);
         result?;
-        state.imm.pop_front();
+        if let Some((flushed, wal)) = state.imm.pop_front() {
+            state.flushed_mems.push((Arc::downgrade(&flushed), wal));
+        }
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         self.install_view(state);
         self.delete_obsolete_files(state);
@@ -205,9 +207,12 @@ impl DbInner {
         let mut live = state.versions.live_files();
         live.extend(state.pending_outputs.iter().copied());
         // A blob file is live while a version names it, while it is being written by a job, or
-        // while its WAL (same number) is live: the memtable of that WAL may reference it.
+        // while a memtable of its WAL (same number) is: unflushed (the WAL is live), or flushed
+        // but held by a reader.
         let mut live_blobs = state.versions.live_blob_files();
         live_blobs.extend(state.pending_outputs.iter().copied());
+        state.flushed_mems.retain(|(mem, _)| mem.strong_count() > 0);
+        live_blobs.extend(state.flushed_mems.iter().map(|&(_, wal)| wal));
         let log_number = state.versions.log_number();
         let manifest_number = state.versions.manifest_number();
         let names = match self.options.fs.list(&self.dir) {

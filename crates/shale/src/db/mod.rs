@@ -19,7 +19,7 @@ mod write;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
@@ -93,6 +93,10 @@ pub(crate) struct DbState {
     pub(crate) bg_error: Option<Error>,
     /// Table numbers being written by running jobs: not live yet, but not garbage.
     pub(crate) pending_outputs: BTreeSet<u64>,
+    /// Flushed memtables, each with its WAL number, that readers may still hold: their blob
+    /// references point into the blob file of that number, which no version may name any more
+    /// once compaction has collected it. Pruned as their readers go.
+    pub(crate) flushed_mems: Vec<(Weak<MemTable>, u64)>,
     pub(crate) writers: VecDeque<PendingWrite>,
     /// How synced groups gather their writers; see [`SyncCohort`].
     pub(crate) sync_cohort: SyncCohort,
