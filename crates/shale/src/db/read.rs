@@ -181,7 +181,11 @@ impl DbInner {
         flags: ReadFlags,
     ) -> Box<dyn InternalIterator> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(view.mem.iter()));
+        // An empty memtable adds nothing the iterator may see: whatever is inserted later has a
+        // newer sequence number than the iterator reads at.
+        if !view.mem.is_empty() {
+            children.push(Box::new(view.mem.iter()));
+        }
         for imm in &view.imm {
             children.push(Box::new(imm.iter()));
         }
@@ -197,6 +201,12 @@ impl DbInner {
                     self.table_cache.clone(),
                     flags,
                 )));
+            }
+        }
+        if children.len() == 1 {
+            // One source (a compacted database with an empty memtable) needs no merging.
+            if let Some(only) = children.pop() {
+                return only;
             }
         }
         Box::new(MergingIterator::new(self.icmp.clone(), children))
