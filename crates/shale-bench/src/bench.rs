@@ -980,6 +980,8 @@ pub fn run_suite(
     print_header: &mut dyn FnMut(&mut dyn Write, &engines::EngineInfo) -> std::io::Result<()>,
 ) -> EngineRecord {
     let per_engine_peak = sysinfo::reset_peak_rss();
+    let anon_before = sysinfo::anon_rss_bytes();
+    let sampler = sysinfo::AnonPeakSampler::start(std::time::Duration::from_millis(5));
     let mut record = EngineRecord {
         info: engines::EngineInfo {
             name: kind.name(),
@@ -991,6 +993,8 @@ pub fn run_suite(
         results: Vec::new(),
         peak_rss_bytes: None,
         peak_rss_per_engine: per_engine_peak,
+        anon_rss_before_bytes: anon_before,
+        peak_anon_rss_bytes: None,
         error: None,
     };
     if let Err(e) = suite_body(settings, kind, dir, out, print_header, &mut record) {
@@ -999,6 +1003,7 @@ pub fn run_suite(
         record.error = Some(e.to_string());
     }
     record.peak_rss_bytes = sysinfo::peak_rss_bytes();
+    record.peak_anon_rss_bytes = sampler.map(sysinfo::AnonPeakSampler::finish);
     record
 }
 

@@ -88,6 +88,13 @@ pub struct EngineRecord {
     pub peak_rss_bytes: Option<u64>,
     /// Whether the peak was reset before this engine (false: it is the process-wide peak).
     pub peak_rss_per_engine: bool,
+    /// Anonymous resident memory (`RssAnon`) just before this engine opened: the benchmark's
+    /// own, and what earlier engines left in the allocator.
+    pub anon_rss_before_bytes: Option<u64>,
+    /// The largest anonymous resident memory sampled while this engine ran (every 5 ms).
+    /// Minus `anon_rss_before_bytes`, the engine's heap at its peak plus the benchmark's
+    /// per-benchmark buffers (the key order: 8 bytes a key, and about 1 MiB of values a thread).
+    pub peak_anon_rss_bytes: Option<u64>,
     /// The error that stopped the suite, if one did.
     pub error: Option<String>,
 }
@@ -233,6 +240,8 @@ pub(crate) mod tests_support {
             ],
             peak_rss_bytes: Some(rss),
             peak_rss_per_engine: true,
+            anon_rss_before_bytes: Some(10 << 20),
+            peak_anon_rss_bytes: Some(rss / 2),
             error: None,
         }
     }

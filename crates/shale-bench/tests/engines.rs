@@ -309,6 +309,9 @@ fn every_benchmark_runs_on_every_baseline() {
         );
         assert!(by_name("readrandom").disk_bytes.is_none(), "{kind}");
         assert!(engine.peak_rss_bytes.is_some_and(|b| b > 0));
+        // The anonymous peak is at least what was resident before the engine opened.
+        let before = engine.anon_rss_before_bytes.expect("RssAnon before");
+        assert!(engine.peak_anon_rss_bytes.is_some_and(|b| b >= before));
         // The influx steps, with their entry counts.
         let steps: Vec<(&str, u64)> = engine
             .results
@@ -338,6 +341,9 @@ fn every_benchmark_runs_on_every_baseline() {
             .as_u64()
             .is_some());
         assert!(value["engines"][0]["peak_rss_bytes"].as_u64().is_some());
+        assert!(value["engines"][0]["peak_anon_rss_bytes"]
+            .as_u64()
+            .is_some());
     }
 }
 
