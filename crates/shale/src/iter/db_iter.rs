@@ -331,6 +331,13 @@ impl DbIterator {
             self.direction = Direction::Forward;
             self.inner
                 .seek(&make_internal_key(&self.saved_key, 0, ValueKind::Deletion));
+        } else if matches!(
+            self.value_source,
+            ValueSource::Inner(_) | ValueSource::InnerBlob(_)
+        ) {
+            // The inner iterator still sits on the entry returned (a merge result has moved
+            // it past its operands instead): step off it here rather than compare it again.
+            self.inner.next();
         }
         std::mem::swap(&mut self.skip_key, &mut self.saved_key);
         self.find_next_user_entry(true);
