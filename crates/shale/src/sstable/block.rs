@@ -131,6 +131,14 @@ pub struct Block {
     num_restarts: usize,
 }
 
+impl Drop for Block {
+    fn drop(&mut self) {
+        // Blocks are usually dropped by a cache eviction on another thread than the one that
+        // allocated them; recycling the buffer avoids the allocator's cross-thread free path.
+        super::buffers::give(std::mem::take(&mut self.data));
+    }
+}
+
 impl Block {
     /// Validates the restart array of `data`; the message says what is wrong.
     pub fn new(data: Vec<u8>) -> std::result::Result<Block, &'static str> {

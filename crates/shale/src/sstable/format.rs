@@ -270,7 +270,7 @@ fn lz4_decompress(body: &[u8], max_len: usize) -> std::result::Result<Vec<u8>, S
     ) else {
         return Err("lz4 block too large".into());
     };
-    let mut out: Vec<u8> = Vec::with_capacity(max_len);
+    let mut out: Vec<u8> = super::buffers::take(max_len);
     // SAFETY: `body` is readable for `src_len` bytes and `out` has `max_len` bytes of spare
     // capacity; the safe decoder stays within both (see above). Decoding into uninitialised
     // capacity spares zeroing a buffer that is about to be overwritten.
@@ -350,10 +350,15 @@ fn claimed_len(len: Option<u64>) -> std::result::Result<usize, String> {
 /// the file and offset.
 fn decompress(block_type: u8, stored: &[u8]) -> std::result::Result<Vec<u8>, String> {
     match block_type {
-        BLOCK_TYPE_NONE => Ok(stored.to_vec()),
+        BLOCK_TYPE_NONE => {
+            let mut out = super::buffers::take(stored.len());
+            out.extend_from_slice(stored);
+            Ok(out)
+        }
         BLOCK_TYPE_SNAPPY => {
             let n = claimed_len(snap::raw::decompress_len(stored).ok().map(|n| n as u64))?;
-            let mut out = vec![0u8; n];
+            let mut out = super::buffers::take(n);
+            out.resize(n, 0);
             match snap::raw::Decoder::new().decompress(stored, &mut out) {
                 Ok(got) if got == n => Ok(out),
                 Ok(got) => Err(format!("snappy block decoded to {got} bytes, expected {n}")),

@@ -25,6 +25,7 @@
 //! Format doc: `docs/format/sstable.md`.
 
 pub mod block;
+mod buffers;
 mod builder;
 pub mod filter;
 pub mod format;
