@@ -207,38 +207,66 @@ impl Comparator for BytewiseComparator {
 }
 
 /// Orders internal keys: user key ascending, then trailer descending.
+///
+/// The built-in [`BytewiseComparator`] (recognised by its name, which is also how the manifest
+/// identifies comparators) is held without a reference count and compared inline: a clone is
+/// a copy, so the iterators a point lookup makes never write a count shared by every thread,
+/// and no comparison goes through a virtual call.
 #[derive(Clone)]
 pub struct InternalKeyComparator {
-    user: Arc<dyn Comparator>,
+    user: UserComparator,
+}
+
+#[derive(Clone)]
+enum UserComparator {
+    Bytewise,
+    Custom(Arc<dyn Comparator>),
+}
+
+/// The shared handle [`InternalKeyComparator::user`] returns for the built-in comparator.
+fn bytewise_handle() -> &'static Arc<dyn Comparator> {
+    static HANDLE: std::sync::OnceLock<Arc<dyn Comparator>> = std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| Arc::new(BytewiseComparator))
 }
 
 impl fmt::Debug for InternalKeyComparator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "InternalKeyComparator({})", self.user.name())
+        write!(f, "InternalKeyComparator({})", self.user().name())
     }
 }
 
 impl InternalKeyComparator {
     /// Wraps a user comparator.
     pub fn new(user: Arc<dyn Comparator>) -> Self {
+        let user = if user.name() == BytewiseComparator.name() {
+            UserComparator::Bytewise
+        } else {
+            UserComparator::Custom(user)
+        };
         InternalKeyComparator { user }
     }
 
     /// The user comparator.
     pub fn user(&self) -> &Arc<dyn Comparator> {
-        &self.user
+        match &self.user {
+            UserComparator::Bytewise => bytewise_handle(),
+            UserComparator::Custom(user) => user,
+        }
     }
 
     /// Compares two user keys.
     #[inline]
     pub fn compare_user(&self, a: &[u8], b: &[u8]) -> Ordering {
-        self.user.compare(a, b)
+        match &self.user {
+            UserComparator::Bytewise => a.cmp(b),
+            UserComparator::Custom(user) => user.compare(a, b),
+        }
     }
 
     /// Compares two encoded internal keys.
     #[inline]
     pub fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        match self.user.compare(user_key(a), user_key(b)) {
+        match self.compare_user(user_key(a), user_key(b)) {
             Ordering::Equal => trailer(b).cmp(&trailer(a)),
             other => other,
         }
@@ -248,10 +276,10 @@ impl InternalKeyComparator {
     pub fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
         let user_start = user_key(start).to_vec();
         let mut shortened = user_start.clone();
-        self.user
+        self.user()
             .find_shortest_separator(&mut shortened, user_key(limit));
         if shortened.len() < user_start.len()
-            && self.user.compare(&user_start, &shortened) == Ordering::Less
+            && self.user().compare(&user_start, &shortened) == Ordering::Less
         {
             // A shorter user key that is strictly greater: the largest trailer keeps it
             // at the front of its user key.
@@ -267,8 +295,9 @@ impl InternalKeyComparator {
     pub fn find_short_successor(&self, key: &mut Vec<u8>) {
         let user = user_key(key).to_vec();
         let mut shortened = user.clone();
-        self.user.find_short_successor(&mut shortened);
-        if shortened.len() < user.len() && self.user.compare(&user, &shortened) == Ordering::Less {
+        self.user().find_short_successor(&mut shortened);
+        if shortened.len() < user.len() && self.user().compare(&user, &shortened) == Ordering::Less
+        {
             shortened
                 .extend_from_slice(&pack_trailer(MAX_SEQUENCE, ValueKind::FOR_SEEK).to_le_bytes());
             *key = shortened;

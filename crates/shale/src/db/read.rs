@@ -12,7 +12,7 @@ use crate::iter::{
     apply_merge, resolve_value, split_expiring, DbIterator, InternalIterator, LevelIterator,
     MergingIterator, ReadContext,
 };
-use crate::key::{parse_internal_key, Comparator, LookupKey, SequenceNumber, ValueKind};
+use crate::key::{parse_internal_key, InternalKeyComparator, LookupKey, SequenceNumber, ValueKind};
 use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
 use crate::sstable::ReadFlags;
@@ -22,7 +22,7 @@ struct GetState<'a> {
     user_key: &'a [u8],
     /// Borrowed from the database rather than cloned into a [`ReadContext`]: a point lookup
     /// then touches no shared reference count, so concurrent readers do not contend.
-    user_cmp: &'a dyn Comparator,
+    user_cmp: &'a InternalKeyComparator,
     now_micros: u64,
     merge_operator: Option<&'a dyn MergeOperator>,
     /// Where values kept in blob files are read from.
@@ -47,7 +47,7 @@ impl GetState<'_> {
         let parsed = parse_internal_key(ikey).ok_or_else(|| {
             Error::corruption("<read>", 0, format!("malformed internal key {ikey:?}"))
         })?;
-        if self.user_cmp.compare(parsed.user_key, self.user_key) != CmpOrdering::Equal {
+        if self.user_cmp.compare_user(parsed.user_key, self.user_key) != CmpOrdering::Equal {
             return Ok(false);
         }
         match parsed.kind {
@@ -114,7 +114,7 @@ impl DbInner {
     /// The context of a read. Call it before loading the view (see [`Self::read_sequence`]).
     fn read_context(&self, options: &ReadOptions) -> ReadContext {
         ReadContext {
-            user_cmp: self.icmp.user().clone(),
+            user_cmp: self.icmp.clone(),
             sequence: self.read_sequence(options),
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.clone(),
@@ -144,7 +144,7 @@ impl DbInner {
         let ikey = lookup.internal_key();
         let mut state = GetState {
             user_key: key,
-            user_cmp: self.icmp.user().as_ref(),
+            user_cmp: &self.icmp,
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.as_deref(),
             blobs: &self.blob_cache,
