@@ -112,15 +112,16 @@ fn a_user_comparator_orders_everything() {
     check(&db);
     drop(db);
     // The manifest remembers the order: the built-in one is refused.
-    let err = Db::open(
+    let reopened = Db::open(
         dir,
         Options {
             comparator: Arc::new(shale::BytewiseComparator),
             ..options(&fs)
         },
-    )
-    .err()
-    .expect("opening with another comparator fails");
+    );
+    let Err(err) = reopened else {
+        panic!("opening with another comparator must fail");
+    };
     assert!(
         matches!(err, Error::InvalidArgument(_) | Error::Corruption { .. }),
         "{err}"
