@@ -19,7 +19,7 @@ mod write;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
@@ -35,6 +35,7 @@ use crate::key::{InternalKeyComparator, SequenceNumber};
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
+use crate::sstable::TableReader;
 use crate::table_cache::TableCache;
 use crate::version::{Version, VersionSet};
 use crate::wal::LogWriter;
@@ -50,6 +51,53 @@ pub(crate) struct ReadView {
     /// Frozen memtables, newest first.
     pub(crate) imm: Vec<Arc<MemTable>>,
     pub(crate) version: Arc<Version>,
+    /// The open handle of each of the version's tables, by file number (sorted), filled by the
+    /// first lookup that needs it. A point lookup then borrows the handle from the view instead
+    /// of taking a table-cache shard lock and a reference count that every reader of that table
+    /// writes. Empty when the version has more tables than `max_open_files`: pinning them all
+    /// would keep more files open than allowed, so lookups go through the table cache.
+    pub(crate) tables: Vec<(u64, OnceLock<Arc<TableReader>>)>,
+}
+
+impl ReadView {
+    pub(crate) fn new(
+        mem: Arc<MemTable>,
+        imm: Vec<Arc<MemTable>>,
+        version: Arc<Version>,
+        max_open_files: usize,
+    ) -> ReadView {
+        let count: usize = (0..crate::limits::NUM_LEVELS)
+            .map(|level| version.num_files(level))
+            .sum();
+        let mut tables = Vec::new();
+        if count <= max_open_files {
+            tables.reserve_exact(count);
+            for level in 0..crate::limits::NUM_LEVELS {
+                tables.extend(
+                    version
+                        .files(level)
+                        .iter()
+                        .map(|f| (f.number, OnceLock::new())),
+                );
+            }
+            tables.sort_unstable_by_key(|&(number, _)| number);
+        }
+        ReadView {
+            mem,
+            imm,
+            version,
+            tables,
+        }
+    }
+
+    /// The pinned slot of table `number`, if this view pins tables.
+    pub(crate) fn table_slot(&self, number: u64) -> Option<&OnceLock<Arc<TableReader>>> {
+        let at = self
+            .tables
+            .binary_search_by_key(&number, |&(n, _)| n)
+            .ok()?;
+        self.tables.get(at).map(|(_, slot)| slot)
+    }
 }
 
 /// A write waiting in the queue for its turn (or for a leader to do it).
@@ -430,11 +478,12 @@ impl DbInner {
 
     /// Publishes the current memtables and version to readers. REQUIRES: `state` held.
     pub(crate) fn install_view(&self, state: &DbState) {
-        let view = ReadView {
-            mem: state.mem.clone(),
-            imm: state.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
-            version: state.versions.current(),
-        };
+        let view = ReadView::new(
+            state.mem.clone(),
+            state.imm.iter().rev().map(|(m, _)| m.clone()).collect(),
+            state.versions.current(),
+            self.options.max_open_files,
+        );
         self.view.store(Arc::new(view));
     }
 

@@ -194,11 +194,12 @@ struct Parts<'a> {
 }
 
 fn build_inner(p: Parts<'_>) -> DbInner {
-    let view = ReadView {
-        mem: p.mem.clone(),
-        imm: Vec::new(),
-        version: p.versions.current(),
-    };
+    let view = ReadView::new(
+        p.mem.clone(),
+        Vec::new(),
+        p.versions.current(),
+        p.options.max_open_files,
+    );
     DbInner {
         dir: p.dir.to_path_buf(),
         icmp: p.icmp,

@@ -15,7 +15,7 @@ use crate::iter::{
 use crate::key::{parse_internal_key, InternalKeyComparator, LookupKey, SequenceNumber, ValueKind};
 use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
-use crate::sstable::ReadFlags;
+use crate::sstable::{ReadFlags, TableReader};
 
 /// Gathers what a point lookup finds, newest entry first.
 struct GetState<'a> {
@@ -165,7 +165,23 @@ impl DbInner {
         }
         let flags = Self::read_flags(options);
         for (_level, file) in view.version.files_for_key(key) {
-            let table = self.table_cache.get(file.number)?;
+            let opened;
+            let table: &TableReader = match view.table_slot(file.number) {
+                Some(slot) => match slot.get() {
+                    Some(pinned) => pinned,
+                    None => {
+                        let table = self.table_cache.get(file.number)?;
+                        // Another reader may have pinned it first; either handle will do.
+                        let _ = slot.set(table.clone());
+                        opened = table;
+                        &opened
+                    }
+                },
+                None => {
+                    opened = self.table_cache.get(file.number)?;
+                    &opened
+                }
+            };
             table.get(flags, ikey, &mut |k, v| state.visit(k, v))?;
             if state.done() {
                 break;
