@@ -8,18 +8,29 @@
 //! the dropping thread instead, and that thread's next decompression reuses it, so buffers move
 //! between threads without going back through the allocator.
 //!
-//! The pool is bounded (count and size of buffers), so a thread holds at most
-//! `MAX_POOLED * MAX_POOLED_CAPACITY` bytes; it is freed when the thread exits.
+//! The pool is bounded by count and by total bytes, so a thread holds at most
+//! `MAX_POOLED_BYTES` in it, whatever the block size; it is freed when the thread exits.
 
 use std::cell::RefCell;
 
 /// Buffers kept per thread.
 const MAX_POOLED: usize = 32;
-/// Buffers larger than this are freed, not kept (blocks are a few KiB; large ones are rare).
-const MAX_POOLED_CAPACITY: usize = 64 * 1024;
+/// Bytes of buffer capacity kept per thread, all buffers together.
+const MAX_POOLED_BYTES: usize = 256 * 1024;
+
+struct Pool {
+    buffers: Vec<Vec<u8>>,
+    /// Total capacity of `buffers`.
+    bytes: usize,
+}
 
 thread_local! {
-    static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static POOL: RefCell<Pool> = const {
+        RefCell::new(Pool {
+            buffers: Vec::new(),
+            bytes: 0,
+        })
+    };
 }
 
 /// An empty buffer with room for at least `capacity` bytes: a pooled one when one is large
@@ -29,8 +40,13 @@ pub(crate) fn take(capacity: usize) -> Vec<u8> {
         .try_with(|pool| {
             let mut pool = pool.try_borrow_mut().ok()?;
             // The most recently returned buffer is the likeliest to still be in the CPU cache.
-            let at = pool.iter().rposition(|b| b.capacity() >= capacity)?;
-            Some(pool.swap_remove(at))
+            // At most twice the size asked for: the block cache weighs a block by its length,
+            // so a much larger buffer would hold memory the cache does not count.
+            let fits = |b: &Vec<u8>| b.capacity() >= capacity && b.capacity() / 2 <= capacity;
+            let at = pool.buffers.iter().rposition(fits)?;
+            let buf = pool.buffers.swap_remove(at);
+            pool.bytes -= buf.capacity();
+            Some(buf)
         })
         .ok()
         .flatten();
@@ -44,16 +60,17 @@ pub(crate) fn take(capacity: usize) -> Vec<u8> {
 }
 
 /// Keeps `buf` for a later [`take`] on this thread, or frees it when the pool is full or the
-/// buffer is too small or too large to be worth keeping.
+/// buffer too small to be worth keeping.
 pub(crate) fn give(buf: Vec<u8>) {
-    if buf.capacity() < 64 || buf.capacity() > MAX_POOLED_CAPACITY {
+    if buf.capacity() < 64 {
         return;
     }
     // During thread teardown the pool may be gone: then the buffer is simply freed.
     let _ = POOL.try_with(|pool| {
         if let Ok(mut pool) = pool.try_borrow_mut() {
-            if pool.len() < MAX_POOLED {
-                pool.push(buf);
+            if pool.buffers.len() < MAX_POOLED && pool.bytes + buf.capacity() <= MAX_POOLED_BYTES {
+                pool.bytes += buf.capacity();
+                pool.buffers.push(buf);
             }
         }
     });
@@ -81,16 +98,35 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_is_bounded() {
+    fn the_pool_is_bounded_in_count_and_bytes() {
         for _ in 0..MAX_POOLED * 2 {
             give(Vec::with_capacity(1024));
         }
-        give(Vec::with_capacity(MAX_POOLED_CAPACITY + 1));
-        let pooled = POOL.with(|p| p.borrow().len());
-        assert!(pooled <= MAX_POOLED);
-        assert!(POOL.with(|p| p
-            .borrow()
-            .iter()
-            .all(|b| b.capacity() <= MAX_POOLED_CAPACITY)));
+        let (count, bytes) = POOL.with(|p| {
+            let p = p.borrow();
+            (
+                p.buffers.len(),
+                p.buffers.iter().map(Vec::capacity).sum::<usize>(),
+            )
+        });
+        assert_eq!(count, MAX_POOLED);
+        assert_eq!(bytes, POOL.with(|p| p.borrow().bytes));
+        // Large buffers stop at the byte bound, well before the count bound.
+        std::thread::spawn(|| {
+            for _ in 0..MAX_POOLED {
+                give(Vec::with_capacity(64 * 1024));
+            }
+            let (count, bytes) = POOL.with(|p| (p.borrow().buffers.len(), p.borrow().bytes));
+            assert_eq!(count, MAX_POOLED_BYTES / (64 * 1024));
+            assert!(bytes <= MAX_POOLED_BYTES);
+            // A much smaller request does not get a large buffer.
+            assert!(take(1024).capacity() < 64 * 1024);
+            // Taking one back gives its bytes back to the budget.
+            let taken = take(60 * 1024);
+            assert!(taken.capacity() >= 64 * 1024);
+            assert_eq!(POOL.with(|p| p.borrow().bytes), bytes - taken.capacity());
+        })
+        .join()
+        .expect("thread");
     }
 }
