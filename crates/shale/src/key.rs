@@ -158,7 +158,9 @@ pub fn trailer(ikey: &[u8]) -> u64 {
 /// Orders user keys. Implementations must be a total order and stay the same for the life of a
 /// database: its name is recorded in the manifest and checked at open.
 pub trait Comparator: Send + Sync + 'static {
-    /// Recorded in the manifest; opening with a comparator of another name fails.
+    /// Recorded in the manifest; opening with a comparator of another name fails. The name
+    /// `shale.BytewiseComparator` is reserved: a comparator with that name is taken to be the
+    /// built-in byte order, which is compared inline.
     fn name(&self) -> &str;
     /// Three-way comparison of two user keys.
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
