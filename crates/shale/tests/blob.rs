@@ -156,20 +156,21 @@ fn overwrites_and_compaction_reclaim_blob_files() {
     }
 }
 
-#[test]
-fn snapshots_keep_relocated_values_readable() {
-    let fs = MemFs::new();
-    let dir = Path::new("/db");
-    let db = Db::open(
+/// A database that collects a blob file once a fifth of it is garbage.
+fn open_collecting(fs: &MemFs, dir: &Path) -> Db {
+    Db::open(
         dir,
         Options {
             blob_garbage_collection_threshold: 0.2,
-            ..options(&fs)
+            ..options(fs)
         },
     )
-    .expect("open");
-    // One blob file holds values that become garbage (junk, deleted before the snapshot) and
-    // the values the snapshot reads: collecting it must move the latter, not lose them.
+    .expect("open")
+}
+
+/// Fills one blob file with values that become garbage (`junk*`, written then deleted) and
+/// the values the test reads back (`key(i)` = `big("old", i)`).
+fn write_junk_and_old(db: &Db) {
     for i in 0..100 {
         db.put(format!("junk{i:03}"), big("junk", i)).expect("put");
     }
@@ -177,6 +178,16 @@ fn snapshots_keep_relocated_values_readable() {
         db.delete(format!("junk{i:03}")).expect("delete");
         db.put(key(i), big("old", i)).expect("put");
     }
+}
+
+#[test]
+fn snapshots_keep_relocated_values_readable() {
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let db = open_collecting(&fs, dir);
+    // One blob file holds values that become garbage (junk, deleted before the snapshot) and
+    // the values the snapshot reads: collecting it must move the latter, not lose them.
+    write_junk_and_old(&db);
     db.flush().expect("flush");
     let snapshot = db.snapshot();
     let mut it = db.iter(ReadOptions {
@@ -229,25 +240,12 @@ fn snapshots_keep_relocated_values_readable() {
 fn an_iterator_over_a_memtable_keeps_its_blob_file_after_flush_and_collection() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
-    let db = Db::open(
-        dir,
-        Options {
-            blob_garbage_collection_threshold: 0.2,
-            ..options(&fs)
-        },
-    )
-    .expect("open");
+    let db = open_collecting(&fs, dir);
     // The iterator pins the memtable whose values sit in the active WAL's blob file. After
     // the flush, only the iterator's memtable references that file once compaction has
     // relocated (or dropped) what the tables kept of it; the file must stay until the
     // iterator is gone.
-    for i in 0..100 {
-        db.put(format!("junk{i:03}"), big("junk", i)).expect("put");
-    }
-    for i in 0..100 {
-        db.delete(format!("junk{i:03}")).expect("delete");
-        db.put(key(i), big("old", i)).expect("put");
-    }
+    write_junk_and_old(&db);
     let mut it = db.iter(ReadOptions::default());
     db.flush().expect("flush");
     for round in 0..4 {
