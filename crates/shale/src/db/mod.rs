@@ -90,13 +90,30 @@ impl ReadView {
         }
     }
 
-    /// The pinned slot of table `number`, if this view pins tables.
-    pub(crate) fn table_slot(&self, number: u64) -> Option<&OnceLock<Arc<TableReader>>> {
-        let at = self
+    /// The open handle of table `number`: the one this view pinned, else from `cache` (then
+    /// pinned, when this view pins tables). A handle the view does not hold is kept alive in
+    /// `opened`, which the caller owns for as long as it uses the returned reference.
+    pub(crate) fn table<'a>(
+        &'a self,
+        cache: &TableCache,
+        number: u64,
+        opened: &'a mut Option<Arc<TableReader>>,
+    ) -> Result<&'a TableReader> {
+        let slot = self
             .tables
             .binary_search_by_key(&number, |&(n, _)| n)
-            .ok()?;
-        self.tables.get(at).map(|(_, slot)| slot)
+            .ok()
+            .and_then(|at| self.tables.get(at))
+            .map(|(_, slot)| slot);
+        if let Some(pinned) = slot.and_then(OnceLock::get) {
+            return Ok(pinned);
+        }
+        let table = cache.get(number)?;
+        if let Some(slot) = slot {
+            // Another reader may have pinned it first; either handle will do.
+            let _ = slot.set(table.clone());
+        }
+        Ok(opened.insert(table))
     }
 }
 

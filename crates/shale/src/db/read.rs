@@ -15,14 +15,14 @@ use crate::iter::{
 use crate::key::{parse_internal_key, InternalKeyComparator, LookupKey, SequenceNumber, ValueKind};
 use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
-use crate::sstable::{ReadFlags, TableReader};
+use crate::sstable::ReadFlags;
 
 /// Gathers what a point lookup finds, newest entry first.
 struct GetState<'a> {
     user_key: &'a [u8],
     /// Borrowed from the database rather than cloned into a [`ReadContext`]: a point lookup
     /// then touches no shared reference count, so concurrent readers do not contend.
-    user_cmp: &'a InternalKeyComparator,
+    icmp: &'a InternalKeyComparator,
     now_micros: u64,
     merge_operator: Option<&'a dyn MergeOperator>,
     /// Where values kept in blob files are read from.
@@ -47,7 +47,7 @@ impl GetState<'_> {
         let parsed = parse_internal_key(ikey).ok_or_else(|| {
             Error::corruption("<read>", 0, format!("malformed internal key {ikey:?}"))
         })?;
-        if self.user_cmp.compare_user(parsed.user_key, self.user_key) != CmpOrdering::Equal {
+        if self.icmp.compare_user(parsed.user_key, self.user_key) != CmpOrdering::Equal {
             return Ok(false);
         }
         match parsed.kind {
@@ -114,7 +114,7 @@ impl DbInner {
     /// The context of a read. Call it before loading the view (see [`Self::read_sequence`]).
     fn read_context(&self, options: &ReadOptions) -> ReadContext {
         ReadContext {
-            user_cmp: self.icmp.clone(),
+            icmp: self.icmp.clone(),
             sequence: self.read_sequence(options),
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.clone(),
@@ -144,7 +144,7 @@ impl DbInner {
         let ikey = lookup.internal_key();
         let mut state = GetState {
             user_key: key,
-            user_cmp: &self.icmp,
+            icmp: &self.icmp,
             now_micros: self.options.clock.now_micros(),
             merge_operator: self.options.merge_operator.as_deref(),
             blobs: &self.blob_cache,
@@ -165,23 +165,8 @@ impl DbInner {
         }
         let flags = Self::read_flags(options);
         for (_level, file) in view.version.files_for_key(key) {
-            let opened;
-            let table: &TableReader = match view.table_slot(file.number) {
-                Some(slot) => match slot.get() {
-                    Some(pinned) => pinned,
-                    None => {
-                        let table = self.table_cache.get(file.number)?;
-                        // Another reader may have pinned it first; either handle will do.
-                        let _ = slot.set(table.clone());
-                        opened = table;
-                        &opened
-                    }
-                },
-                None => {
-                    opened = self.table_cache.get(file.number)?;
-                    &opened
-                }
-            };
+            let mut opened = None;
+            let table = view.table(&self.table_cache, file.number, &mut opened)?;
             table.get(flags, ikey, &mut |k, v| state.visit(k, v))?;
             if state.done() {
                 break;

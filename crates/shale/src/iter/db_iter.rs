@@ -86,7 +86,7 @@ pub(crate) fn resolve_value(
 /// Everything the read path needs to interpret entries: visibility, expiry and merges.
 #[derive(Clone)]
 pub(crate) struct ReadContext {
-    pub(crate) user_cmp: InternalKeyComparator,
+    pub(crate) icmp: InternalKeyComparator,
     pub(crate) sequence: SequenceNumber,
     pub(crate) now_micros: u64,
     pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
@@ -198,7 +198,7 @@ impl DbIterator {
 
     /// The user-key comparator this iterator orders by.
     pub fn comparator(&self) -> &std::sync::Arc<dyn Comparator> {
-        self.ctx.user_cmp.user()
+        self.ctx.icmp.user()
     }
 
     /// True when positioned at a key (false once a value could not be read from its blob
@@ -293,7 +293,7 @@ impl DbIterator {
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
         let target = match &self.lower {
-            Some(lower) if self.ctx.user_cmp.compare_user(target, lower) == Ordering::Less => {
+            Some(lower) if self.ctx.icmp.compare_user(target, lower) == Ordering::Less => {
                 lower.clone()
             }
             _ => target.to_vec(),
@@ -309,7 +309,7 @@ impl DbIterator {
     /// Positions at the last key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) {
         if let Some(upper) = &self.upper {
-            if self.ctx.user_cmp.compare_user(target, upper) != Ordering::Less {
+            if self.ctx.icmp.compare_user(target, upper) != Ordering::Less {
                 self.seek_to_last();
                 return;
             }
@@ -372,11 +372,11 @@ impl DbIterator {
     }
 
     fn past_upper(&self, user_key: &[u8]) -> bool {
-        matches!(&self.upper, Some(u) if self.ctx.user_cmp.compare_user(user_key, u) != Ordering::Less)
+        matches!(&self.upper, Some(u) if self.ctx.icmp.compare_user(user_key, u) != Ordering::Less)
     }
 
     fn below_lower(&self, user_key: &[u8]) -> bool {
-        matches!(&self.lower, Some(l) if self.ctx.user_cmp.compare_user(user_key, l) == Ordering::Less)
+        matches!(&self.lower, Some(l) if self.ctx.icmp.compare_user(user_key, l) == Ordering::Less)
     }
 
     /// Forward: finds the next user key with a value, skipping entries of `skip_key` (when
@@ -394,11 +394,7 @@ impl DbIterator {
                 continue;
             }
             if skip
-                && self
-                    .ctx
-                    .user_cmp
-                    .compare_user(parsed.user_key, &self.skip_key)
-                    != Ordering::Greater
+                && self.ctx.icmp.compare_user(parsed.user_key, &self.skip_key) != Ordering::Greater
             {
                 self.inner.next();
                 continue;
@@ -479,12 +475,7 @@ impl DbIterator {
                 self.corrupt_key();
                 return false;
             };
-            if self
-                .ctx
-                .user_cmp
-                .compare_user(parsed.user_key, &self.saved_key)
-                != Ordering::Equal
-            {
+            if self.ctx.icmp.compare_user(parsed.user_key, &self.saved_key) != Ordering::Equal {
                 break;
             }
             match parsed.kind {
@@ -566,10 +557,7 @@ impl DbIterator {
             };
             if parsed.sequence <= self.ctx.sequence && !self.past_upper(parsed.user_key) {
                 let same = has_current
-                    && self
-                        .ctx
-                        .user_cmp
-                        .compare_user(parsed.user_key, &self.saved_key)
+                    && self.ctx.icmp.compare_user(parsed.user_key, &self.saved_key)
                         == Ordering::Equal;
                 if !same {
                     if has_current && (!deleted || !operands.is_empty()) {
@@ -781,7 +769,7 @@ mod tests {
             let want = expected(&writes, seq, now, lower.as_deref(), upper.as_deref());
             // The model's merge joins with ',' only after a non-empty value; use the same operator.
             let ctx = ReadContext {
-                user_cmp: InternalKeyComparator::new(Arc::new(BytewiseComparator)),
+                icmp: InternalKeyComparator::new(Arc::new(BytewiseComparator)),
                 sequence: seq,
                 now_micros: now,
                 merge_operator: Some(Arc::new(ModelAppend)),
@@ -874,7 +862,7 @@ mod tests {
         let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
         let entries = vec![(make_internal_key(b"a", 1, ValueKind::Merge), b"x".to_vec())];
         let ctx = ReadContext {
-            user_cmp: InternalKeyComparator::new(Arc::new(BytewiseComparator)),
+            icmp: InternalKeyComparator::new(Arc::new(BytewiseComparator)),
             sequence: 10,
             now_micros: 0,
             merge_operator: None,
