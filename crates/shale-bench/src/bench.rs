@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use crate::engines::{self, Batch, Direction, Engine, EngineKind, WriteMode, MARKER_FILE};
 use crate::error::{Error, Result};
 use crate::flags::Settings;
-use crate::keys::{permutation, KeyFormat};
+use crate::keys::{KeyFormat, Permutation};
 use crate::progress::Progress;
 use crate::record::{BenchRecord, EngineRecord, Status};
 use crate::stats::{note_line, result_line, BenchStats, ThreadStats};
@@ -326,15 +326,10 @@ fn ops_note(count: u64, num: u64) -> String {
 fn do_write(ctx: &Ctx<'_>, spec: WriteSpec) -> Result<Outcome> {
     let num = ctx.settings.flags.num;
     let order = match spec.order {
-        Order::Random => Some(permutation(num, ctx.seed)),
+        Order::Random => Some(Permutation::new(num, ctx.seed)),
         Order::Sequential => None,
     };
-    let key_of = |i: u64| -> u64 {
-        order
-            .as_ref()
-            .and_then(|p| p.get(i as usize).copied())
-            .unwrap_or(i)
-    };
+    let key_of = |i: u64| -> u64 { order.as_ref().map_or(i, |p| p.get(i)) };
     let ratio = ctx.settings.flags.compression_ratio;
     let mode = WriteMode { sync: spec.sync };
     let setup = |tid| ValueGen::new(ratio, spec.value_size, ctx.thread_seed(tid));
