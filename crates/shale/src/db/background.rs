@@ -61,6 +61,8 @@ impl DbInner {
                         }
                     }
                     self.background_done.notify_all();
+                    let spares = self.chunk_pool.take_idle_spares();
+                    MutexGuard::unlocked(&mut state, || drop(spares));
                     continue;
                 }
             }
@@ -69,6 +71,13 @@ impl DbInner {
             // the clock jumps or is driven by hand). While another job runs, its end wakes the
             // threads instead.
             let can_compact = healthy && !state.compaction_running && state.manual_waiting == 0;
+            // Writes have paused if no memtable took memory since the last job: unmap the
+            // spare memtable memory, then look for work again (it may have come meanwhile).
+            let spares = self.chunk_pool.take_idle_spares();
+            if !spares.is_empty() {
+                MutexGuard::unlocked(&mut state, || drop(spares));
+                continue;
+            }
             match state.versions.next_file_expiry() {
                 Some(expiry) if can_compact => {
                     let wait = Duration::from_micros(expiry.saturating_sub(now))

@@ -32,7 +32,7 @@ use crate::env::FileLock;
 use crate::error::{Error, Result};
 use crate::iter::DbIterator;
 use crate::key::{InternalKeyComparator, SequenceNumber};
-use crate::memtable::MemTable;
+use crate::memtable::{ChunkPool, MemTable};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sstable::TableReader;
@@ -176,6 +176,8 @@ pub(crate) struct DbInner {
     pub(crate) dir: PathBuf,
     pub(crate) options: Options,
     pub(crate) icmp: InternalKeyComparator,
+    /// Spare memtable memory: a flushed memtable's chunks, for the next memtable.
+    pub(crate) chunk_pool: Arc<ChunkPool>,
     pub(crate) table_cache: Arc<TableCache>,
     pub(crate) block_cache: Option<Arc<BlockCache>>,
     pub(crate) snapshots: Arc<SnapshotList>,
@@ -466,15 +468,16 @@ const MEMTABLE_FILTER_BYTES_PER_KEY: usize = 32;
 
 /// A new empty memtable for `options`: with a key filter when keys are ordered bytewise (the
 /// filter hashes bytes, so it needs a comparator under which only equal bytes are equal keys).
-pub(crate) fn new_memtable(options: &Options, icmp: &InternalKeyComparator) -> MemTable {
-    if options.comparator.name() == crate::key::Comparator::name(&crate::key::BytewiseComparator) {
-        MemTable::with_key_filter(
-            icmp.clone(),
-            options.write_buffer_size / MEMTABLE_FILTER_BYTES_PER_KEY,
-        )
-    } else {
-        MemTable::new(icmp.clone())
-    }
+pub(crate) fn new_memtable(
+    options: &Options,
+    icmp: &InternalKeyComparator,
+    pool: &Arc<ChunkPool>,
+) -> MemTable {
+    let bytewise =
+        options.comparator.name() == crate::key::Comparator::name(&crate::key::BytewiseComparator);
+    let expected_keys =
+        bytewise.then_some(options.write_buffer_size / MEMTABLE_FILTER_BYTES_PER_KEY);
+    MemTable::with_filter_and_pool(icmp.clone(), expected_keys, Some(pool.clone()))
 }
 
 impl DbInner {
@@ -490,7 +493,7 @@ impl DbInner {
 
     /// A new empty memtable, with a key filter when the comparator allows one.
     pub(crate) fn new_memtable(&self) -> MemTable {
-        new_memtable(&self.options, &self.icmp)
+        new_memtable(&self.options, &self.icmp, &self.chunk_pool)
     }
 
     /// Publishes the current memtables and version to readers. REQUIRES: `state` held.

@@ -20,7 +20,7 @@ use crate::filename::{
 };
 use crate::iter::InternalIterator;
 use crate::key::InternalKeyComparator;
-use crate::memtable::MemTable;
+use crate::memtable::{ChunkPool, MemTable};
 use crate::options::Options;
 use crate::snapshot::SnapshotList;
 use crate::table_cache::TableCache;
@@ -128,8 +128,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     )?;
     fs.sync_dir(dir)?;
 
-    let mem = Arc::new(super::new_memtable(&options, &icmp));
+    let chunk_pool = ChunkPool::new(options.write_buffer_size);
+    let mem = Arc::new(super::new_memtable(&options, &icmp, &chunk_pool));
     let inner = Arc::new(build_inner(Parts {
+        chunk_pool,
         dir,
         blob_cache,
         options,
@@ -178,6 +180,7 @@ pub(crate) fn sync_blob_files(options: &Options, dir: &Path, edit: &VersionEdit)
 
 /// Everything a [`DbInner`] is made of.
 struct Parts<'a> {
+    chunk_pool: Arc<ChunkPool>,
     dir: &'a Path,
     blob_cache: Arc<BlobCache>,
     options: Options,
@@ -201,6 +204,7 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         p.options.max_open_files,
     );
     DbInner {
+        chunk_pool: p.chunk_pool,
         dir: p.dir.to_path_buf(),
         icmp: p.icmp,
         table_cache: p.table_cache,
@@ -287,6 +291,7 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
         &mut edit,
     )?;
     let inner = Arc::new(build_inner(Parts {
+        chunk_pool: ChunkPool::new(0),
         dir,
         blob_cache,
         options,

@@ -22,6 +22,8 @@
 mod arena;
 mod skiplist;
 
+pub(crate) use arena::ChunkPool;
+
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -97,9 +99,19 @@ impl MemTable {
     /// An empty memtable with a bloom filter over its user keys, sized for `expected_keys`.
     /// Requires a comparator under which only byte-equal keys are equal.
     pub fn with_key_filter(icmp: InternalKeyComparator, expected_keys: usize) -> MemTable {
+        MemTable::with_filter_and_pool(icmp, Some(expected_keys), None)
+    }
+
+    /// An empty memtable, with a key filter sized for `expected_keys` if given, whose memory
+    /// comes from `pool` first and goes back to it when the memtable is dropped.
+    pub(crate) fn with_filter_and_pool(
+        icmp: InternalKeyComparator,
+        expected_keys: Option<usize>,
+        pool: Option<Arc<ChunkPool>>,
+    ) -> MemTable {
         MemTable {
-            list: Arc::new(SkipList::new(icmp)),
-            filter: Some(KeyFilter::new(expected_keys)),
+            list: Arc::new(SkipList::with_pool(icmp, pool)),
+            filter: expected_keys.map(KeyFilter::new),
         }
     }
 

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::arena::Arena;
+use super::arena::{Arena, ChunkPool};
 use super::EntryVisitor;
 use crate::error::Result;
 use crate::key::{InternalKeyComparator, TRAILER_LEN};
@@ -190,7 +190,12 @@ unsafe impl Sync for SkipList {}
 impl SkipList {
     /// An empty list ordered by `cmp`.
     pub(crate) fn new(cmp: InternalKeyComparator) -> SkipList {
-        let mut arena = Arena::new();
+        SkipList::with_pool(cmp, None)
+    }
+
+    /// An empty list ordered by `cmp` whose arena takes and leaves chunks in `pool`.
+    pub(crate) fn with_pool(cmp: InternalKeyComparator, pool: Option<Arc<ChunkPool>>) -> SkipList {
+        let mut arena = Arena::with_pool(pool);
         let size = TOWER_OFFSET + MAX_HEIGHT * size_of::<AtomicPtr<Node>>();
         let head = arena.allocate(size, align_of::<Node>()).cast::<Node>();
         // SAFETY: the arena just returned `size` writable bytes aligned for `Node`: room for the

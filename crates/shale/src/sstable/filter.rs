@@ -16,7 +16,11 @@
 //!
 //! Format doc: `docs/format/sstable.md` ("Filter block").
 
+use std::sync::Arc;
+
 use xxhash_rust::xxh3::xxh3_64;
+
+use crate::env::RandomAccessFile;
 
 /// Smallest filter bit array, so tiny tables still get a useful filter.
 const MIN_FILTER_BYTES: usize = 8;
@@ -93,26 +97,86 @@ impl BloomFilterBuilder {
 }
 
 /// A decoded filter, ready to answer "may this table contain the key?".
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BloomFilter {
-    bits: Vec<u8>,
+    bits: FilterBits,
     num_probes: u8,
 }
 
+/// Where a filter's bit array lives.
+#[derive(Clone)]
+enum FilterBits {
+    Owned(Vec<u8>),
+    /// Bytes `start..start + len` of a memory-mapped table file, read in place: the filter
+    /// then costs page cache the kernel can reclaim instead of a heap copy per open table.
+    Mapped {
+        file: Arc<dyn RandomAccessFile>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl std::fmt::Debug for BloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BloomFilter")
+            .field("num_bytes", &self.num_bytes())
+            .field("num_probes", &self.num_probes)
+            .field("mapped", &self.is_mapped())
+            .finish()
+    }
+}
+
+/// Splits filter bytes into the bit array and the probe count, checking both.
+fn parse(data: &[u8]) -> std::result::Result<(&[u8], u8), &'static str> {
+    let (&num_probes, bits) = data.split_last().ok_or("empty filter block")?;
+    if bits.len() < MIN_FILTER_BYTES {
+        return Err("filter bit array shorter than 8 bytes");
+    }
+    if num_probes == 0 || num_probes > MAX_PROBES {
+        return Err("filter probe count outside 1..=30");
+    }
+    Ok((bits, num_probes))
+}
+
 impl BloomFilter {
-    /// Parses filter bytes; the message says what is malformed.
+    /// Parses filter bytes (copying them); the message says what is malformed.
     pub fn from_bytes(data: &[u8]) -> std::result::Result<BloomFilter, &'static str> {
-        let (&num_probes, bits) = data.split_last().ok_or("empty filter block")?;
-        if bits.len() < MIN_FILTER_BYTES {
-            return Err("filter bit array shorter than 8 bytes");
-        }
-        if num_probes == 0 || num_probes > MAX_PROBES {
-            return Err("filter probe count outside 1..=30");
-        }
+        let (bits, num_probes) = parse(data)?;
         Ok(BloomFilter {
-            bits: bits.to_vec(),
+            bits: FilterBits::Owned(bits.to_vec()),
             num_probes,
         })
+    }
+
+    /// Parses the filter stored, uncompressed and already verified, at bytes `start..start +
+    /// len` of the memory-mapped `file`, and reads it there from then on. `None` when the file
+    /// is not mapped or the range is outside it.
+    pub fn from_mapped(
+        file: Arc<dyn RandomAccessFile>,
+        start: usize,
+        len: usize,
+    ) -> Option<std::result::Result<BloomFilter, &'static str>> {
+        let data = file.mapped()?.get(start..start.checked_add(len)?)?;
+        let parsed = parse(data).map(|(bits, num_probes)| (bits.len(), num_probes));
+        Some(parsed.map(|(len, num_probes)| BloomFilter {
+            bits: FilterBits::Mapped { file, start, len },
+            num_probes,
+        }))
+    }
+
+    fn bits(&self) -> &[u8] {
+        match &self.bits {
+            FilterBits::Owned(bits) => bits,
+            FilterBits::Mapped { file, start, len } => file
+                .mapped()
+                .and_then(|m| m.get(*start..start + len))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether the bit array is read in place from a memory-mapped table file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.bits, FilterBits::Mapped { .. })
     }
 
     /// Number of probes per key.
@@ -122,7 +186,7 @@ impl BloomFilter {
 
     /// Size of the bit array in bytes.
     pub fn num_bytes(&self) -> usize {
-        self.bits.len()
+        self.bits().len()
     }
 
     /// False only if `user_key` was certainly not added.
@@ -132,10 +196,14 @@ impl BloomFilter {
 
     /// [`BloomFilter::may_contain`] for a precomputed [`filter_hash`].
     pub fn may_contain_hash(&self, hash: u64) -> bool {
-        let m = self.bits.len() as u64 * 8;
+        let bits = self.bits();
+        if bits.is_empty() {
+            // A map that vanished (never expected): no answer is safe but "maybe".
+            return true;
+        }
+        let m = bits.len() as u64 * 8;
         probes(hash, self.num_probes, m).all(|bit| {
-            self.bits
-                .get((bit / 8) as usize)
+            bits.get((bit / 8) as usize)
                 .is_some_and(|b| b & (1 << (bit % 8)) != 0)
         })
     }

@@ -460,6 +460,17 @@ pub fn decode_block_in_place(
         .map_err(|m| Error::corruption(path, offset, m))
 }
 
+/// Verifies the checksum of one stored block (plus trailer) and returns its contents when it
+/// is stored uncompressed, so they can be used where they lie; `None` for a compressed block.
+pub fn verified_plain_block<'a>(
+    path: &Path,
+    offset: u64,
+    stored_with_trailer: &'a [u8],
+) -> Result<Option<&'a [u8]>> {
+    let (block_type, split) = check_block(path, offset, stored_with_trailer, true)?;
+    Ok((block_type == BLOCK_TYPE_NONE).then(|| &stored_with_trailer[..split]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,11 +26,29 @@ use crate::limits::MAX_BLOCK_BYTES;
 use super::block::{Block, BlockCorruption, BlockIter};
 use super::filter::BloomFilter;
 use super::format::{
-    decode_block, decode_block_in_place, decode_footer, BlockHandle, Footer, BLOCK_TRAILER_LEN,
-    FOOTER_LEN,
+    decode_block, decode_block_in_place, decode_footer, verified_plain_block, BlockHandle, Footer,
+    BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::{decode_properties, decode_string_block, TableProperties};
 use super::{ReadFlags, TableOptions, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+
+/// The stored bytes of a block plus its trailer (`len` bytes in all) inside the file's memory
+/// map, or `None` when the file is not mapped.
+fn mapped_block<'a>(
+    file: &'a dyn RandomAccessFile,
+    path: &Path,
+    handle: BlockHandle,
+    len: usize,
+) -> Result<Option<&'a [u8]>> {
+    let Some(map) = file.mapped() else {
+        return Ok(None);
+    };
+    usize::try_from(handle.offset)
+        .ok()
+        .and_then(|start| map.get(start..start.checked_add(len)?))
+        .map(Some)
+        .ok_or_else(|| Error::corruption(path, handle.offset, "block extends past the mapped file"))
+}
 
 /// Reads one block from the file (never the cache) and returns its uncompressed contents.
 /// Handles are checked against the block area (`..footer_offset`) before anything is allocated.
@@ -59,13 +77,7 @@ fn read_block_contents(
         .ok()
         .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN))
         .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows usize"))?;
-    if let Some(map) = file.mapped() {
-        let stored = usize::try_from(handle.offset)
-            .ok()
-            .and_then(|start| map.get(start..start.checked_add(len)?))
-            .ok_or_else(|| {
-                Error::corruption(path, handle.offset, "block extends past the mapped file")
-            })?;
+    if let Some(stored) = mapped_block(file, path, handle, len)? {
         return decode_block_in_place(path, handle.offset, stored, verify);
     }
     let mut buf = vec![0u8; len];
@@ -167,10 +179,13 @@ impl TableReader {
         }
 
         let filter = match find(FILTER_BLOCK_NAME) {
-            Some(h) => Some(
-                BloomFilter::from_bytes(&read(h)?)
-                    .map_err(|m| corrupt(h.offset, format!("filter: {m}")))?,
-            ),
+            Some(h) => {
+                let parsed = match Self::mapped_filter(&file, &path, footer_offset, h)? {
+                    Some(parsed) => parsed,
+                    None => BloomFilter::from_bytes(&read(h)?),
+                };
+                Some(parsed.map_err(|m| corrupt(h.offset, format!("filter: {m}")))?)
+            }
             None => None,
         };
 
@@ -189,6 +204,39 @@ impl TableReader {
             meta,
             props,
         })
+    }
+
+    /// The filter block read in place from the file's memory map, verified, when the file is
+    /// mapped and the block is stored uncompressed (as filters are written). `None`: read it.
+    fn mapped_filter(
+        file: &Arc<dyn RandomAccessFile>,
+        path: &Path,
+        footer_offset: u64,
+        handle: BlockHandle,
+    ) -> Result<Option<std::result::Result<BloomFilter, &'static str>>> {
+        let in_bounds = handle
+            .end_with_trailer()
+            .is_some_and(|end| end <= footer_offset);
+        let (Some(len), true) = (
+            usize::try_from(handle.size)
+                .ok()
+                .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN)),
+            in_bounds,
+        ) else {
+            // Reading it reports what is wrong.
+            return Ok(None);
+        };
+        let Some(stored) = mapped_block(file.as_ref(), path, handle, len)? else {
+            return Ok(None);
+        };
+        if verified_plain_block(path, handle.offset, stored)?.is_none() {
+            return Ok(None);
+        }
+        let start = usize::try_from(handle.offset).ok();
+        let size = usize::try_from(handle.size).ok();
+        Ok(start
+            .zip(size)
+            .and_then(|(start, size)| BloomFilter::from_mapped(file.clone(), start, size)))
     }
 
     fn corrupt(&self, offset: u64, message: impl Into<String>) -> Error {

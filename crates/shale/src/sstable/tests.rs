@@ -799,3 +799,65 @@ fn mapped_and_copied_reads_agree_and_catch_damage() {
         }
     }
 }
+
+/// A memory-mapped table's filter is read in place (no heap copy) and answers exactly as a
+/// copied one; a damaged filter block is still refused when the table is opened.
+#[test]
+fn a_mapped_filter_is_read_in_place_and_checked() {
+    use crate::env::PosixFs;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let entries = dataset(500, 1, 3);
+    let mem = MemFs::new();
+    let staged = PathBuf::from("/db/000009.sst");
+    let opts = table_opts(Compression::Lz4, 10, 512);
+    write_table(&mem, &staged, &opts, &entries);
+    let bytes = mem.contents(&staged).expect("contents");
+    let path = dir.path().join("000009.sst");
+    std::fs::write(&path, &bytes).expect("write");
+    let open = |fs: &PosixFs| -> Result<TableReader> {
+        let file = fs.open_random(&path)?;
+        TableReader::open(opts.clone(), file, path.clone(), 1, None)
+    };
+    let mapped = open(&PosixFs::default()).expect("open mapped");
+    let copied = open(&PosixFs::without_mmap()).expect("open copied");
+    let (mf, cf) = (
+        mapped.filter().expect("filter"),
+        copied.filter().expect("filter"),
+    );
+    assert!(mf.is_mapped() && !cf.is_mapped());
+    assert_eq!(
+        (mf.num_bytes(), mf.num_probes()),
+        (cf.num_bytes(), cf.num_probes())
+    );
+    for i in 0..500 {
+        assert!(mapped.may_contain(&user(i)), "false negative for key {i}");
+        assert_eq!(
+            mapped.may_contain(&absent_user(i)),
+            copied.may_contain(&absent_user(i))
+        );
+    }
+    let filtered = (0..500)
+        .filter(|&i| !mapped.may_contain(&absent_user(i)))
+        .count();
+    assert!(
+        filtered > 450,
+        "the mapped filter filtered only {filtered} of 500"
+    );
+
+    let handle = mapped
+        .meta_entries()
+        .iter()
+        .find(|(name, _)| name.as_slice() == FILTER_BLOCK_NAME.as_bytes())
+        .map(|(_, h)| *h)
+        .expect("filter block");
+    drop((mapped, copied));
+    let mut damaged = bytes.clone();
+    let at = usize::try_from(handle.offset + handle.size / 2).expect("offset");
+    damaged[at] ^= 0x01;
+    std::fs::write(&path, &damaged).expect("write damaged");
+    for fs in [PosixFs::default(), PosixFs::without_mmap()] {
+        let err = open(&fs).expect_err("a damaged filter must be refused");
+        assert!(err.is_corruption(), "{err}");
+        assert!(err.to_string().contains("000009.sst"), "{err}");
+    }
+}
