@@ -20,6 +20,7 @@ use shale::filename::{current_file_name, manifest_file_name, parse_file_name, Fi
 use shale::iter::InternalIterator;
 use shale::key::{parse_internal_key, ValueKind};
 use shale::limits::NUM_LEVELS;
+use shale::sstable::filter::FilterLayout;
 use shale::sstable::{ReadFlags, TableOptions, TableReader};
 use shale::version::{FileMetaData, VersionEdit};
 use shale::wal::{LogKind, LogReader};
@@ -159,9 +160,13 @@ pub fn sst_dump(ctx: &Context, path: &Path, verify: bool, entries: bool) -> CliR
             } else {
                 f.num_bytes() as f64 * 8.0 / props.num_entries as f64
             };
+            let layout = match f.layout() {
+                FilterLayout::Blocked => "cache-local",
+                FilterLayout::Whole => "whole-table",
+            };
             writeln!(
                 out,
-                "bloom filter: {} bytes, {} probes, {bits_per_key:.1} bits per entry",
+                "bloom filter: {layout}, {} bytes, {} probes, {bits_per_key:.1} bits per entry",
                 f.num_bytes(),
                 f.num_probes()
             )?;

@@ -464,7 +464,7 @@ fn inspect_commands_decode_files_and_report_damage() {
         OsStr::new("--entries"),
     ]));
     assert!(out.contains("entries            300"), "{out}");
-    assert!(out.contains("bloom filter:"), "{out}");
+    assert!(out.contains("bloom filter: cache-local"), "{out}");
     assert!(out.contains("\tvalue\ta00042\tvalue 42"), "{out}");
     assert!(out.contains("verified: 300 entries"), "{out}");
 

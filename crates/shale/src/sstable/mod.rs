@@ -39,8 +39,12 @@ pub use reader::{TableIterator, TableReader};
 use crate::key::InternalKeyComparator;
 use crate::options::Compression;
 
-/// Metaindex name of the bloom filter block. Persisted: never rename.
-pub const FILTER_BLOCK_NAME: &str = "shale.filter.bloom.xxh3";
+/// Metaindex name of the cache-local bloom filter block that tables are written with.
+/// Persisted: never rename.
+pub const FILTER_BLOCK_NAME: &str = "shale.filter.blocked_bloom.xxh3";
+/// Metaindex name of the whole-table bloom filter block of tables written before the
+/// cache-local filter; still read. Persisted: never rename.
+pub const LEGACY_FILTER_BLOCK_NAME: &str = "shale.filter.bloom.xxh3";
 /// Metaindex name of the properties block. Persisted: never rename.
 pub const PROPERTIES_BLOCK_NAME: &str = "shale.properties";
 

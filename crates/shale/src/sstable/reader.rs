@@ -24,13 +24,15 @@ use crate::key::{parse_internal_key, user_key};
 use crate::limits::MAX_BLOCK_BYTES;
 
 use super::block::{Block, BlockCorruption, BlockIter};
-use super::filter::BloomFilter;
+use super::filter::{BloomFilter, FilterLayout};
 use super::format::{
     decode_block, decode_block_in_place, decode_footer, verified_plain_block, BlockHandle, Footer,
     BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::{decode_properties, decode_string_block, TableProperties};
-use super::{ReadFlags, TableOptions, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+use super::{
+    ReadFlags, TableOptions, FILTER_BLOCK_NAME, LEGACY_FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME,
+};
 
 /// The stored bytes of a block plus its trailer (`len` bytes in all) inside the file's memory
 /// map, or `None` when the file is not mapped.
@@ -178,11 +180,16 @@ impl TableReader {
             )));
         }
 
-        let filter = match find(FILTER_BLOCK_NAME) {
-            Some(h) => {
-                let parsed = match Self::mapped_filter(&file, &path, footer_offset, h)? {
+        // A table has at most one filter; one written before the cache-local layout has the
+        // whole-table one.
+        let filter_block = find(FILTER_BLOCK_NAME)
+            .map(|h| (h, FilterLayout::Blocked))
+            .or_else(|| find(LEGACY_FILTER_BLOCK_NAME).map(|h| (h, FilterLayout::Whole)));
+        let filter = match filter_block {
+            Some((h, layout)) => {
+                let parsed = match Self::mapped_filter(&file, &path, footer_offset, h, layout)? {
                     Some(parsed) => parsed,
-                    None => BloomFilter::from_bytes(&read(h)?),
+                    None => BloomFilter::from_bytes(&read(h)?, layout),
                 };
                 Some(parsed.map_err(|m| corrupt(h.offset, format!("filter: {m}")))?)
             }
@@ -213,6 +220,7 @@ impl TableReader {
         path: &Path,
         footer_offset: u64,
         handle: BlockHandle,
+        layout: FilterLayout,
     ) -> Result<Option<std::result::Result<BloomFilter, &'static str>>> {
         let in_bounds = handle
             .end_with_trailer()
@@ -236,7 +244,7 @@ impl TableReader {
         let size = usize::try_from(handle.size).ok();
         Ok(start
             .zip(size)
-            .and_then(|(start, size)| BloomFilter::from_mapped(file.clone(), start, size)))
+            .and_then(|(start, size)| BloomFilter::from_mapped(file.clone(), start, size, layout)))
     }
 
     fn corrupt(&self, offset: u64, message: impl Into<String>) -> Error {
