@@ -9,10 +9,19 @@
 //! Invariant: [`BlockCache::usage`] never exceeds [`BlockCache::capacity`]; a block larger than
 //! a cache shard is simply not cached.
 //!
+//! Admission: until the cache has filled once, every block read is admitted. After that a
+//! block is admitted only on its second miss within a window (a "doorkeeper" bitset of recent
+//! misses, as in TinyLFU). When the blocks read are far more than the cache holds (random reads
+//! over a large database), most of them would be evicted before anyone asked again, and
+//! admitting each one costs an insert, an eviction and a shard's write lock that concurrent
+//! readers then queue on; a block read again soon still gets in on its second read. Scans read
+//! each block once, so they no longer flush a warm cache either.
+//!
 //! Thread-safety: `Send + Sync`; lookups and inserts lock one shard (quick_cache's sharded
-//! CLOCK-Pro cache), so readers on different blocks rarely contend.
+//! CLOCK-Pro cache), so readers on different blocks rarely contend. An insert that would wait
+//! for a shard's lock is skipped instead: the block is already in the reader's hands.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::sstable::block::Block;
@@ -34,13 +43,14 @@ struct StripedCounter {
 }
 
 impl StripedCounter {
-    fn add_one(&self) {
+    /// Adds one to this thread's stripe and returns the stripe's new count.
+    fn add_one(&self) -> u64 {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         thread_local! {
             static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
         }
         let i = STRIPE.try_with(|i| *i).unwrap_or(0);
-        self.stripes[i].0.fetch_add(1, Ordering::Relaxed);
+        self.stripes[i].0.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     fn sum(&self) -> u64 {
@@ -48,6 +58,72 @@ impl StripedCounter {
             .iter()
             .map(|s| s.0.load(Ordering::Relaxed))
             .sum()
+    }
+}
+
+/// Capacity bytes per doorkeeper bit: about eight bits per 2 KiB block the cache holds.
+const CAPACITY_BYTES_PER_DOORKEEPER_BIT: usize = 256;
+/// Fewest doorkeeper bits, so a small cache still remembers a useful window of misses.
+const MIN_DOORKEEPER_BITS: usize = 4096;
+/// Inserts a thread makes between checks of whether the cache has filled (the check reads every
+/// shard's weight).
+const FILL_CHECK_INTERVAL: u64 = 16;
+/// Bits a thread sets between checks of whether the doorkeeper's window is over.
+const WINDOW_CHECK_INTERVAL: u64 = 64;
+
+/// Remembers which blocks missed recently: one bit per hashed key, all cleared when a quarter
+/// of the bits have been set, so what "recently" covers is a window of about `bits / 4`
+/// misses and the bitset never gets so full that every block looks seen.
+struct Doorkeeper {
+    words: Box<[AtomicU64]>,
+    /// Bits set in the current window, per thread stripe.
+    set: StripedCounter,
+    /// `set`'s total when the current window began.
+    window_start: AtomicU64,
+}
+
+impl Doorkeeper {
+    fn new(capacity_bytes: usize) -> Doorkeeper {
+        let bits = (capacity_bytes / CAPACITY_BYTES_PER_DOORKEEPER_BIT).max(MIN_DOORKEEPER_BITS);
+        Doorkeeper {
+            words: (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            set: StripedCounter::default(),
+            window_start: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a miss of `key` and says whether it had missed already in this window.
+    fn seen_before(&self, key: (u64, u64)) -> bool {
+        // A multiplicative mix of both halves; only the bit choice depends on it.
+        let hash =
+            (key.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ key.1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let bit = (hash >> 32) % (self.words.len() as u64 * 64);
+        let (word, mask) = ((bit / 64) as usize, 1u64 << (bit % 64));
+        let Some(word) = self.words.get(word) else {
+            return true;
+        };
+        // Read before writing: a set bit needs no store, so readers do not bounce its line.
+        if word.load(Ordering::Relaxed) & mask != 0 {
+            return true;
+        }
+        word.fetch_or(mask, Ordering::Relaxed);
+        if self.set.add_one() % WINDOW_CHECK_INTERVAL == 0 {
+            let total = self.set.sum();
+            let start = self.window_start.load(Ordering::Relaxed);
+            let window = (self.words.len() as u64 * 64) / 4;
+            if total.saturating_sub(start) >= window
+                && self
+                    .window_start
+                    .compare_exchange(start, total, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // Racing setters may lose a bit or two: that only delays an admission.
+                for w in self.words.iter() {
+                    w.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        false
     }
 }
 
@@ -69,6 +145,11 @@ pub struct BlockCache {
     capacity: usize,
     hits: StripedCounter,
     misses: StripedCounter,
+    /// Set once the cache has been (nearly) full: from then on blocks need the doorkeeper.
+    filled: AtomicBool,
+    /// Inserts while not yet `filled`, per thread stripe, to space out the fill checks.
+    inserts_while_filling: StripedCounter,
+    doorkeeper: Doorkeeper,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -97,6 +178,9 @@ impl BlockCache {
             capacity: capacity_bytes,
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
+            filled: AtomicBool::new(false),
+            inserts_while_filling: StripedCounter::default(),
+            doorkeeper: Doorkeeper::new(capacity_bytes),
         }
     }
 
@@ -142,11 +226,32 @@ impl BlockCache {
         found
     }
 
-    /// Caches `block` as the block at `offset` of table `cache_id`, possibly evicting others.
-    pub fn insert(&self, cache_id: u64, offset: u64, block: Arc<Block>) {
-        if let Some(c) = &self.inner {
-            c.insert((cache_id, offset), block);
+    /// Caches `block` as the block at `offset` of table `cache_id`, possibly evicting others,
+    /// unless admission turns it away (see the module header). Returns whether it was cached.
+    pub fn insert(&self, cache_id: u64, offset: u64, block: Arc<Block>) -> bool {
+        let Some(c) = &self.inner else {
+            return false;
+        };
+        let key = (cache_id, offset);
+        let filled = self.filled.load(Ordering::Relaxed);
+        if filled && !self.doorkeeper.seen_before(key) {
+            return false;
         }
+        if c.try_insert(key, block).is_err() {
+            return false;
+        }
+        if !filled
+            && self.inserts_while_filling.add_one() % FILL_CHECK_INTERVAL == 0
+            && c.weight() >= (self.capacity as u64 / 8) * 7
+        {
+            self.filled.store(true, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Whether admission has begun to turn blocks away (the cache has been full).
+    pub fn is_admission_selective(&self) -> bool {
+        self.filled.load(Ordering::Relaxed)
     }
 
     /// Drops every cached block of table `cache_id` (after the table file is deleted). Walks the
@@ -222,10 +327,62 @@ mod tests {
         assert!(cache.usage() <= capacity);
     }
 
+    /// Fills `cache` until admission turns selective; returns the next free offset.
+    fn fill(cache: &BlockCache, table: u64) -> u64 {
+        let b = block(1000);
+        let mut offset = 0;
+        while !cache.is_admission_selective() {
+            assert!(offset < 1_000_000, "the cache never counted as filled");
+            cache.insert(table, offset, b.clone());
+            offset += 2000;
+        }
+        offset
+    }
+
+    #[test]
+    fn admits_everything_until_filled_then_only_second_misses() {
+        let cache = BlockCache::new(64 * 1024);
+        let b = block(1000);
+        assert!(cache.insert(1, 0, b.clone()), "an empty cache admits");
+        let next = fill(&cache, 1);
+        assert!(cache.usage() >= 56 * 1024, "usage {}", cache.usage());
+        // A block missed for the first time is turned away, and admitted on its next miss.
+        assert!(!cache.insert(2, next, b.clone()));
+        assert!(cache.get(2, next).is_none());
+        assert!(cache.insert(2, next, b.clone()));
+        assert!(cache.get(2, next).is_some());
+        assert!(cache.usage() <= cache.capacity());
+    }
+
+    #[test]
+    fn the_doorkeeper_forgets_old_misses() {
+        let keeper = Doorkeeper::new(0);
+        let bits = keeper.words.len() as u64 * 64;
+        assert_eq!(bits, MIN_DOORKEEPER_BITS as u64);
+        assert!(!keeper.seen_before((1, 0)));
+        assert!(keeper.seen_before((1, 0)));
+        // A window of other misses later, the first one is forgotten.
+        let mut fresh = 0u64;
+        let mut offset = 0;
+        while fresh < bits / 4 + WINDOW_CHECK_INTERVAL {
+            offset += 4096;
+            if !keeper.seen_before((2, offset)) {
+                fresh += 1;
+            }
+        }
+        let set: u32 = keeper
+            .words
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones())
+            .sum();
+        assert!(u64::from(set) < bits / 4, "{set} bits still set");
+        assert!(!keeper.seen_before((1, 0)), "the old miss was remembered");
+    }
+
     #[test]
     fn zero_capacity_caches_nothing() {
         let cache = BlockCache::new(0);
-        cache.insert(1, 0, block(10));
+        assert!(!cache.insert(1, 0, block(10)));
         assert!(cache.get(1, 0).is_none());
         assert_eq!((cache.usage(), cache.misses()), (0, 1));
     }
