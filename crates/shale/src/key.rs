@@ -248,6 +248,12 @@ impl InternalKeyComparator {
         InternalKeyComparator { user }
     }
 
+    /// Whether user keys are ordered bytewise (the built-in comparator), so that byte-level
+    /// shortcuts such as fixed-width key prefixes order keys correctly.
+    pub fn is_bytewise(&self) -> bool {
+        matches!(self.user, UserComparator::Bytewise)
+    }
+
     /// The user comparator.
     pub fn user(&self) -> &Arc<dyn Comparator> {
         match &self.user {

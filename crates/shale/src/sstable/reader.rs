@@ -196,8 +196,11 @@ impl TableReader {
             None => None,
         };
 
-        let index = Block::new(read(footer.index)?)
+        let mut index = Block::new(read(footer.index)?)
             .map_err(|m| corrupt(footer.index.offset, format!("index block: {m}")))?;
+        if opts.icmp.is_bytewise() {
+            index = index.with_restart_prefixes();
+        }
         Ok(TableReader {
             opts,
             file,
@@ -316,6 +319,10 @@ impl TableReader {
         &self.meta
     }
 
+    #[doc(hidden)]
+    pub fn debug_index_prefix_bytes(&self) -> usize {
+        self.index.restart_prefix_bytes()
+    }
     /// The bloom filter, if the table has one.
     pub fn filter(&self) -> Option<&BloomFilter> {
         self.filter.as_ref()
