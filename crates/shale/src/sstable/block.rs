@@ -292,16 +292,7 @@ impl Block {
     /// Asks the CPU to start loading every cache line of the block (x86-64; elsewhere a no-op).
     /// Only a hint: it changes no memory and cannot fault.
     pub fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        for line in self.data.chunks(64) {
-            // SAFETY: a prefetch is a hint that never faults and writes nothing; the pointer
-            // points into `self.data`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    line.as_ptr().cast(),
-                );
-            }
-        }
+        prefetch_lines(&self.data);
     }
 
     /// The uncompressed bytes (entries and restart array); their length is the block's weight
@@ -327,6 +318,25 @@ impl Block {
             .and_then(decode_fixed32)
             .unwrap_or(0) as usize
     }
+}
+
+/// Asks the CPU to start loading every cache line of `bytes` at once (x86-64; elsewhere a
+/// no-op), so that reading them costs about one memory latency instead of one per line as a
+/// binary search or a checksum reaches each. Only a hint: it changes no memory and cannot
+/// fault.
+pub(crate) fn prefetch_lines(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        // SAFETY: a prefetch is a hint that never faults and writes nothing; the pointer points
+        // into `bytes`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// Where and why a block failed to decode: the byte offset inside the uncompressed block and a
