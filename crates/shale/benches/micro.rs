@@ -1,0 +1,173 @@
+//! Micro-benchmarks of the engine's inner pieces: bloom filter probes (both layouts), block
+//! seeks (with and without the index's restart-key integers), memtable inserts and the merging
+//! iterator. `cargo bench -p shale --bench micro`; a filter such as `-- bloom` runs one group.
+//!
+//! These compare variants of one piece on one machine, to see where a change moves. They are
+//! not performance claims: those come from shale-bench runs beside the baseline engines
+//! (`docs/benchmarks.md`).
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use shale::iter::{InternalIterator, MergingIterator};
+use shale::key::{make_internal_key, InternalKeyComparator, ValueKind};
+use shale::memtable::MemTable;
+use shale::sstable::block::{Block, BlockBuilder, BlockIter};
+use shale::sstable::filter::{BloomFilter, BloomFilterBuilder, FilterLayout};
+use shale::BytewiseComparator;
+
+/// db_bench's keys: the number in decimal, zero-padded to 16 bytes.
+fn user_key(i: u64) -> Vec<u8> {
+    format!("{i:016}").into_bytes()
+}
+
+fn icmp() -> InternalKeyComparator {
+    InternalKeyComparator::new(Arc::new(BytewiseComparator))
+}
+
+/// One million keys at 10 bits each: a filter larger than the CPU's L2 cache, as a table's
+/// filters together are in a database of that size.
+fn bloom(c: &mut Criterion) {
+    let n = 1_000_000u64;
+    let mut builder = BloomFilterBuilder::new(10);
+    for i in 0..n {
+        builder.add_key(&user_key(i * 2));
+    }
+    let layouts = [
+        ("blocked", FilterLayout::Blocked, builder.finish()),
+        ("whole", FilterLayout::Whole, builder.finish_whole()),
+    ];
+    let mut rng = StdRng::seed_from_u64(1);
+    let probes: Vec<Vec<u8>> = (0..4096)
+        .map(|_| user_key(rng.gen_range(0..2 * n)))
+        .collect();
+    let mut group = c.benchmark_group("bloom");
+    for (name, layout, bytes) in &layouts {
+        let filter = match BloomFilter::from_bytes(bytes, *layout) {
+            Ok(filter) => filter,
+            Err(m) => panic!("{name} filter: {m}"),
+        };
+        group.bench_function(format!("{name}/probe_4096"), |b| {
+            b.iter(|| {
+                probes
+                    .iter()
+                    .filter(|k| filter.may_contain(black_box(k)))
+                    .count()
+            })
+        });
+    }
+    group.finish();
+}
+
+/// An index-like block: one entry per 2 KiB data block of a 1M-key table set, restart
+/// interval 8, as tables are written.
+fn block_seek(c: &mut Criterion) {
+    let entries = 4000u64;
+    let mut builder = BlockBuilder::new(8);
+    for i in 0..entries {
+        builder.add(
+            &make_internal_key(&user_key(i * 17), u64::MAX >> 8, ValueKind::Value),
+            &[0u8; 6],
+        );
+    }
+    let data = builder.finish();
+    let plain = match Block::new(data.clone()) {
+        Ok(block) => Arc::new(block),
+        Err(m) => panic!("block: {m}"),
+    };
+    let with_prefixes = match Block::new(data) {
+        Ok(block) => Arc::new(block.with_restart_prefixes()),
+        Err(m) => panic!("block: {m}"),
+    };
+    let mut rng = StdRng::seed_from_u64(2);
+    let targets: Vec<Vec<u8>> = (0..1024)
+        .map(|_| {
+            make_internal_key(
+                &user_key(rng.gen_range(0..entries * 17)),
+                5,
+                ValueKind::Value,
+            )
+        })
+        .collect();
+    let mut group = c.benchmark_group("block_seek");
+    for (name, block) in [("plain", &plain), ("restart_prefixes", &with_prefixes)] {
+        group.bench_function(format!("{name}/seek_1024"), |b| {
+            b.iter(|| {
+                let mut found = 0usize;
+                for t in &targets {
+                    let mut it = BlockIter::new(block.clone(), icmp());
+                    it.seek(black_box(t));
+                    found += usize::from(it.valid());
+                }
+                found
+            })
+        });
+    }
+    group.finish();
+}
+
+/// 100,000 inserts of 16-byte keys and 100-byte values into a fresh memtable, in order and
+/// shuffled.
+fn memtable_insert(c: &mut Criterion) {
+    let n = 100_000u64;
+    let value = [7u8; 100];
+    let sequential: Vec<Vec<u8>> = (0..n).map(user_key).collect();
+    let mut shuffled = sequential.clone();
+    let mut rng = StdRng::seed_from_u64(3);
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.gen_range(0..=i));
+    }
+    let mut group = c.benchmark_group("memtable_insert");
+    group.sample_size(10);
+    for (name, keys) in [("sequential", &sequential), ("random", &shuffled)] {
+        group.bench_function(format!("{name}/100k"), |b| {
+            b.iter_batched(
+                || MemTable::new(icmp()),
+                |mem| {
+                    for (seq, key) in keys.iter().enumerate() {
+                        mem.add(seq as u64 + 1, ValueKind::Value, key, &value);
+                    }
+                    mem
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+/// A full scan merging four memtables of 25,000 interleaved keys each.
+fn merging_scan(c: &mut Criterion) {
+    let sources: Vec<Arc<MemTable>> = (0..4u64)
+        .map(|s| {
+            let mem = Arc::new(MemTable::new(icmp()));
+            for i in 0..25_000u64 {
+                mem.add(i + 1, ValueKind::Value, &user_key(i * 4 + s), b"value");
+            }
+            mem
+        })
+        .collect();
+    c.bench_function("merging_scan/4x25k", |b| {
+        b.iter(|| {
+            let children: Vec<Box<dyn InternalIterator>> = sources
+                .iter()
+                .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
+                .collect();
+            let mut it = MergingIterator::new(icmp(), children);
+            it.seek_to_first();
+            let mut n = 0usize;
+            while it.valid() {
+                n += black_box(it.key()).len();
+                it.next();
+            }
+            n
+        })
+    });
+}
+
+criterion_group!(benches, bloom, block_seek, memtable_insert, merging_scan);
+criterion_main!(benches);
