@@ -246,6 +246,13 @@ fn an_iterator_over_a_memtable_keeps_its_blob_file_after_flush_and_collection() 
     // relocated (or dropped) what the tables kept of it; the file must stay until the
     // iterator is gone.
     write_junk_and_old(&db);
+    let pinned: Vec<String> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".blob"))
+        .collect();
+    assert!(!pinned.is_empty());
     let mut it = db.iter(ReadOptions::default());
     db.flush().expect("flush");
     for round in 0..4 {
@@ -267,9 +274,19 @@ fn an_iterator_over_a_memtable_keeps_its_blob_file_after_flush_and_collection() 
     it.status().expect("iterator made before the flush");
     assert_eq!(n, 100);
     drop(it);
-    // Once the iterator is gone, the file is garbage like any other.
+    // Once the iterator is gone, its files are garbage like any other: the next flush and
+    // compaction delete them (the last round's values and the new put keep two files).
+    db.put(key(0), big("last", 0)).expect("put");
+    db.flush().expect("flush");
     db.compact_range(None, None).expect("compact");
     db.wait_for_compactions().expect("wait");
+    let left = fs.list(dir).expect("list");
+    for name in &pinned {
+        assert!(
+            !left.contains(name),
+            "{name} is still there after the iterator was dropped: {left:?}"
+        );
+    }
     let (files, _) = blob_files(&fs, dir);
     assert!(
         files <= 2,
