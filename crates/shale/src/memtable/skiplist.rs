@@ -18,9 +18,10 @@
 //!
 //! Invariants:
 //! - A node is fully written (header, every tower slot, key, and its value) before it is
-//!   published, that is before a pointer to it is stored, with `Release` ordering, into any tower slot reachable
-//!   from the head. Readers load tower slots with `Acquire`, so every node they reach is
-//!   initialised. Apart from the tower slots, a published node is never written again.
+//!   published, that is before a pointer to it is stored, with `Release` ordering, into any
+//!   tower slot reachable from the head. Readers load tower slots with `Acquire`, so every node
+//!   they reach is initialised. Apart from the tower slots, a published node is never written
+//!   again.
 //! - At every level, the nodes linked from the head are in ascending [`InternalKeyComparator`]
 //!   order. A node of height `h` is linked at levels `0..h` only, so a node reached through a
 //!   level-`l` link has a tower slot for every level `<= l`.
@@ -191,8 +192,9 @@ pub(crate) struct SkipList {
 // SAFETY: the raw `head` pointer and the node pointers reachable from it point into the node
 // arena, and the nodes' value pointers into the value arena, both owned by the list. Shared state
 // is either atomic (tower slots, counters), written once before publication and then only read
-// (node headers, keys, values), or behind the writer mutex (the arenas themselves). Nothing is tied to the creating thread, so the list may move between threads
-// (`Send`) and be used from several at once (`Sync`).
+// (node headers, keys, values), or behind the writer mutex (the arenas themselves). Nothing is
+// tied to the creating thread, so the list may move between threads (`Send`) and be used from
+// several at once (`Sync`).
 unsafe impl Send for SkipList {}
 // SAFETY: see the `Send` impl above.
 unsafe impl Sync for SkipList {}
