@@ -322,10 +322,6 @@ impl TableReader {
         &self.meta
     }
 
-    #[doc(hidden)]
-    pub fn debug_index_prefix_bytes(&self) -> usize {
-        self.index.restart_prefix_bytes()
-    }
     /// The bloom filter, if the table has one.
     pub fn filter(&self) -> Option<&BloomFilter> {
         self.filter.as_ref()
