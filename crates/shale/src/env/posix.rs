@@ -181,6 +181,8 @@ impl Drop for PosixWritable {
 
 /// Bytes a memory-mapped log grows by at a time.
 const LOG_CHUNK_BYTES: u64 = 4 << 20;
+/// Bytes of a mapped log made writable ahead of the appends in one `madvise` call.
+const LOG_POPULATE_BYTES: u64 = 1 << 20;
 
 /// A log written through a shared memory map: an append is a copy into the page cache, which
 /// survives a process crash like a `write` does, without a system call per record. The file is
@@ -193,9 +195,46 @@ struct PosixMappedLog {
     capacity: u64,
     /// Bytes known to be durable.
     synced: u64,
+    /// Bytes from the start of the map already faulted in writable; `u64::MAX` once the
+    /// kernel refused to populate, so appends take their page faults as they come.
+    populated: u64,
 }
 
 impl PosixMappedLog {
+    /// Faults in, writable, the pages from `self.populated` to a window past `end`.
+    ///
+    /// Without this every fresh 4 KiB page of the log costs the writer a page fault (the
+    /// file system allocates its block in `page_mkwrite`), one per ~30 small records; one
+    /// `MADV_POPULATE_WRITE` per window does the same work without an exception per page.
+    /// The advice never changes the bytes, so it is safe on pages already written.
+    #[cfg(target_os = "linux")]
+    fn populate_ahead(&mut self, end: u64) {
+        if self.populated >= end {
+            return;
+        }
+        let Some(map) = self.map.as_ref() else {
+            return;
+        };
+        let page = 4096;
+        let start = self.populated.max(self.len / page * page);
+        let stop = (end + LOG_POPULATE_BYTES).min(self.capacity);
+        if stop <= start {
+            return;
+        }
+        match map.advise_range(
+            memmap2::Advice::PopulateWrite,
+            start as usize,
+            (stop - start) as usize,
+        ) {
+            Ok(()) => self.populated = stop,
+            // Older kernels do not know the advice; the appends then fault page by page.
+            Err(_) => self.populated = u64::MAX,
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn populate_ahead(&mut self, _end: u64) {}
+
     fn file(&self, op: &'static str) -> Result<&File> {
         self.file
             .as_ref()
@@ -207,8 +246,12 @@ impl PosixMappedLog {
         while capacity < needed {
             capacity = capacity.saturating_mul(2);
         }
-        // Dirty mapped pages stay in the page cache when the old map goes away.
+        // Dirty mapped pages stay in the page cache when the old map goes away, but its page
+        // table entries do not: the new map is populated afresh.
         self.map = None;
+        if self.populated != u64::MAX {
+            self.populated = 0;
+        }
         let file = self.file("grow")?;
         file.set_len(capacity)
             .map_err(|e| Error::io("grow", &self.path, e))?;
@@ -232,6 +275,7 @@ impl WritableFile for PosixMappedLog {
         if end > self.capacity || self.map.is_none() {
             self.grow(end)?;
         }
+        self.populate_ahead(end);
         let start = self.len as usize;
         let Some(map) = self.map.as_mut() else {
             return Err(Error::io(
@@ -417,6 +461,7 @@ impl Fs for PosixFs {
             len: 0,
             capacity: 0,
             synced: 0,
+            populated: 0,
         };
         log.grow(LOG_CHUNK_BYTES)?;
         Ok(Box::new(log))
