@@ -145,6 +145,40 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
         .unwrap_or(ikey)
 }
 
+/// Lexicographic order of two byte strings, compared eight bytes at a time in registers.
+///
+/// Memtable and block searches compare short keys (tens of bytes) millions of times a second;
+/// inlined word compares avoid a `memcmp` call and its length dispatch per comparison, which
+/// was a tenth of a random-insert profile.
+#[inline]
+pub fn bytewise_compare(a: &[u8], b: &[u8]) -> Ordering {
+    let common = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= common {
+        let (Some(x), Some(y)) = (a.get(i..i + 8), b.get(i..i + 8)) else {
+            break;
+        };
+        let x = u64::from_be_bytes(x.try_into().unwrap_or([0; 8]));
+        let y = u64::from_be_bytes(y.try_into().unwrap_or([0; 8]));
+        if x != y {
+            return x.cmp(&y);
+        }
+        i += 8;
+    }
+    // The last 0-7 common bytes, zero-padded: padding cannot decide the order, since equal
+    // padded words leave it to the lengths.
+    let tail = |s: &[u8]| {
+        let mut word = [0u8; 8];
+        let rest = s.get(i..common).unwrap_or_default();
+        word[..rest.len()].copy_from_slice(rest);
+        u64::from_be_bytes(word)
+    };
+    match tail(a).cmp(&tail(b)) {
+        Ordering::Equal => a.len().cmp(&b.len()),
+        other => other,
+    }
+}
+
 /// The trailer of an internal key (0 if it is too short).
 #[inline]
 pub fn trailer(ikey: &[u8]) -> u64 {
@@ -180,7 +214,7 @@ impl Comparator for BytewiseComparator {
     }
 
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        a.cmp(b)
+        bytewise_compare(a, b)
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
@@ -266,7 +300,7 @@ impl InternalKeyComparator {
     #[inline]
     pub fn compare_user(&self, a: &[u8], b: &[u8]) -> Ordering {
         match &self.user {
-            UserComparator::Bytewise => a.cmp(b),
+            UserComparator::Bytewise => bytewise_compare(a, b),
             UserComparator::Custom(user) => user.compare(a, b),
         }
     }
@@ -343,6 +377,41 @@ mod tests {
 
     fn icmp() -> InternalKeyComparator {
         InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    #[test]
+    fn bytewise_compare_orders_prefixes_and_zero_bytes() {
+        let cases: [(&[u8], &[u8]); 8] = [
+            (b"", b""),
+            (b"", b"\0"),
+            (b"a", b"a\0"),
+            (b"abcdefgh", b"abcdefgh\0"),
+            (b"abcdefgh1", b"abcdefgh2"),
+            (b"abcdefg\xff", b"abcdefh"),
+            (b"0000000000123456", b"0000000000123457"),
+            (
+                b"\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+                b"\xff\xff\xff\xff\xff\xff\xff\xff",
+            ),
+        ];
+        for (a, b) in cases {
+            assert_eq!(bytewise_compare(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            assert_eq!(bytewise_compare(b, a), b.cmp(a), "{b:?} vs {a:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn bytewise_compare_matches_slice_order(
+            prefix in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20),
+            a in proptest::collection::vec(0u8..3, 0..20),
+            b in proptest::collection::vec(0u8..3, 0..20),
+        ) {
+            // A shared prefix and a small alphabet make equal words and ties common.
+            let a = [prefix.as_slice(), &a].concat();
+            let b = [prefix.as_slice(), &b].concat();
+            proptest::prop_assert_eq!(bytewise_compare(&a, &b), a.cmp(&b));
+        }
     }
 
     #[test]
