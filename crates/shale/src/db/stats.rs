@@ -37,20 +37,31 @@ pub(crate) struct LevelCounters {
     pub(crate) micros: AtomicU64,
 }
 
+/// Adds `n` to a counter that only the write queue's leader changes (one thread at a time, with
+/// the database or WAL mutex held), readers only load.
+///
+/// A plain load and store instead of a locked read-modify-write: on x86 a locked instruction
+/// waits until every earlier store (the WAL and memtable copies of the write just made, often
+/// to lines not yet in the cache) has left the store buffer, and the three counters of every
+/// write were a fifth of the write path's own time.
+pub(crate) fn add_by_leader(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
 impl Counters {
     /// A put written without a batch (see `DbInner::put_separated`): counted as the batch of
     /// one it stands for.
     pub(crate) fn record_user_put(&self, key_and_value_bytes: usize) {
-        self.user_writes.fetch_add(1, Ordering::Relaxed);
-        self.user_bytes_written
-            .fetch_add(key_and_value_bytes as u64, Ordering::Relaxed);
+        add_by_leader(&self.user_writes, 1);
+        add_by_leader(&self.user_bytes_written, key_and_value_bytes as u64);
     }
 
     pub(crate) fn record_user_write(&self, batch: &WriteBatch) {
-        self.user_writes
-            .fetch_add(u64::from(batch.count()), Ordering::Relaxed);
-        self.user_bytes_written
-            .fetch_add(batch.data_size() as u64, Ordering::Relaxed);
+        add_by_leader(&self.user_writes, u64::from(batch.count()));
+        add_by_leader(&self.user_bytes_written, batch.data_size() as u64);
     }
 }
 

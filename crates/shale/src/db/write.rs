@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::stats::add_by_leader;
 use super::{DbInner, DbState, PendingWrite};
 use crate::batch::{WalMarker, WriteBatch};
 use crate::blob::BlobFileWriter;
@@ -333,11 +334,9 @@ impl DbInner {
                     }
                     log.sync()?;
                     sync_time = Some(started.elapsed());
-                    self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+                    add_by_leader(&self.stats.wal_syncs, 1);
                 }
-                self.stats
-                    .wal_bytes
-                    .fetch_add(logged.data_size() as u64, Ordering::Relaxed);
+                add_by_leader(&self.stats.wal_bytes, logged.data_size() as u64);
             }
             separated.as_ref().unwrap_or(&group).insert_into(&mem)
         });
@@ -541,11 +540,9 @@ impl DbInner {
             if sync {
                 writer.sync(self.options.fs.as_ref())?;
                 log.sync()?;
-                self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+                add_by_leader(&self.stats.wal_syncs, 1);
             }
-            self.stats
-                .wal_bytes
-                .fetch_add(batch.data_size() as u64, Ordering::Relaxed);
+            add_by_leader(&self.stats.wal_bytes, batch.data_size() as u64);
             batch.insert_into(&mem)
         });
         match result {

@@ -430,7 +430,12 @@ impl SkipList {
                 prev[level].ptr
             };
         }
-        self.len.fetch_add(1, atomic::Ordering::Relaxed);
+        // Only the writer (holding the writer lock) changes the count: a plain store avoids a
+        // locked add, which would wait for the node's stores to drain.
+        self.len.store(
+            self.len.load(atomic::Ordering::Relaxed) + 1,
+            atomic::Ordering::Relaxed,
+        );
         self.memory_bytes.store(
             writer.arena.used_bytes() + writer.values.used_bytes(),
             atomic::Ordering::Relaxed,
