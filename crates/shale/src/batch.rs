@@ -622,6 +622,18 @@ mod tests {
             .collect()
     }
 
+    /// Every (internal key, value) of `mem`, in order.
+    fn dump(mem: &Arc<MemTable>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut it = mem.iter();
+        it.seek_to_first();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        got
+    }
+
     fn wal_path() -> PathBuf {
         PathBuf::from("/db/000007.log")
     }
@@ -994,16 +1006,6 @@ mod tests {
             let e = e.expect("well-formed batch");
             one_by_one.add(seq, e.kind, e.key, e.value);
         }
-        let dump = |mem: &Arc<MemTable>| {
-            let mut it = mem.iter();
-            it.seek_to_first();
-            let mut got = Vec::new();
-            while it.valid() {
-                got.push((it.key().to_vec(), it.value().to_vec()));
-                it.next();
-            }
-            got
-        };
         let got = dump(&batched);
         assert_eq!(got.len(), 500);
         assert_eq!(got, dump(&one_by_one));
@@ -1022,13 +1024,7 @@ mod tests {
         b.set_sequence(100);
         b.insert_into(&mem).expect("insert");
         assert_eq!(mem.len(), 4);
-        let mut it = mem.iter();
-        it.seek_to_first();
-        let mut got = Vec::new();
-        while it.valid() {
-            got.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
+        let got = dump(&mem);
         let mut expiring = 5u64.to_le_bytes().to_vec();
         expiring.extend_from_slice(b"v2");
         assert_eq!(
