@@ -61,7 +61,7 @@ impl DbInner {
                         }
                     }
                     self.background_done.notify_all();
-                    let spares = self.chunk_pool.take_idle_spares();
+                    let spares = self.chunk_pool.take_idle_spares(std::time::Instant::now());
                     MutexGuard::unlocked(&mut state, || drop(spares));
                     continue;
                 }
@@ -71,20 +71,31 @@ impl DbInner {
             // the clock jumps or is driven by hand). While another job runs, its end wakes the
             // threads instead.
             let can_compact = healthy && !state.compaction_running && state.manual_waiting == 0;
-            // Writes have paused if no memtable took memory since the last job: unmap the
-            // spare memtable memory, then look for work again (it may have come meanwhile).
-            let spares = self.chunk_pool.take_idle_spares();
+            // Writes have paused if no memtable took memory for a while: unmap the spare
+            // memtable memory, then look for work again (it may have come meanwhile).
+            let spares = self.chunk_pool.take_idle_spares(std::time::Instant::now());
             if !spares.is_empty() {
                 MutexGuard::unlocked(&mut state, || drop(spares));
                 continue;
             }
-            match state.versions.next_file_expiry() {
-                Some(expiry) if can_compact => {
-                    let wait = Duration::from_micros(expiry.saturating_sub(now))
-                        .clamp(EXPIRY_WAKE_MIN, EXPIRY_RECHECK);
+            // Spares not yet idle are looked at again once they may be.
+            let spares_wait = self
+                .chunk_pool
+                .has_spares()
+                .then_some(crate::memtable::SPARES_IDLE_AFTER);
+            let expiry_wait = match state.versions.next_file_expiry() {
+                Some(expiry) if can_compact => Some(
+                    Duration::from_micros(expiry.saturating_sub(now))
+                        .clamp(EXPIRY_WAKE_MIN, EXPIRY_RECHECK),
+                ),
+                _ => None,
+            };
+            match (spares_wait, expiry_wait) {
+                (None, None) => self.work_available.wait(&mut state),
+                (a, b) => {
+                    let wait = a.into_iter().chain(b).min().unwrap_or(EXPIRY_RECHECK);
                     self.work_available.wait_for(&mut state, wait);
                 }
-                _ => self.work_available.wait(&mut state),
             }
         }
     }

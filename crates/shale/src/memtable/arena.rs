@@ -18,6 +18,7 @@
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -62,8 +63,9 @@ impl Drop for HeapBlock {
 /// Spares are kept only while the chunks in use plus the spares fit in the pool's size (one
 /// write buffer). When a flushed memtable is dropped, the active memtable's chunks are in use,
 /// so the spares are what the active memtable can still grow into: the pool never adds to the
-/// peak of the memtables themselves. Once writes pause, background work unmaps the spares
-/// ([`ChunkPool::take_idle_spares`]), so reads do not share memory with idle spares.
+/// peak of the memtables themselves. Once writes pause (no chunk drawn for
+/// [`SPARES_IDLE_AFTER`]), background work unmaps the spares ([`ChunkPool::take_idle_spares`]),
+/// so reads do not share memory with idle spares.
 pub(crate) struct ChunkPool {
     #[cfg(not(miri))]
     state: Mutex<PoolState>,
@@ -71,14 +73,22 @@ pub(crate) struct ChunkPool {
     max_chunks: usize,
 }
 
+/// How long no arena may have drawn a chunk before the spares count as idle.
+///
+/// Long enough to outlast a writer stalled on a flush: with "no chunk drawn since the last
+/// background job" as the test, spares went whenever two jobs ended back to back during a
+/// stall, and a random batch load spent 8% of its writer's time mapping (and zeroing) fresh
+/// chunks. Short enough that a pause in writes gives the memory back promptly.
+pub(crate) const SPARES_IDLE_AFTER: Duration = Duration::from_millis(200);
+
 #[cfg(not(miri))]
 #[derive(Default)]
 struct PoolState {
     spare: Vec<memmap2::MmapMut>,
     /// Chunks of live arenas that came from, or will go back to, this pool.
     in_use: usize,
-    /// Whether an arena asked for a chunk since the last [`ChunkPool::take_idle_spares`].
-    drawn: bool,
+    /// When an arena last asked for a chunk.
+    last_draw: Option<Instant>,
 }
 
 impl ChunkPool {
@@ -105,25 +115,39 @@ impl ChunkPool {
     fn take(&self) -> Option<memmap2::MmapMut> {
         let mut state = self.state.lock();
         state.in_use += 1;
-        state.drawn = true;
+        state.last_draw = Some(Instant::now());
         state.spare.pop()
     }
 
-    /// The spares, if no arena asked for a chunk since the previous call: writes have paused,
-    /// so they would only sit in memory. Dropping the result unmaps them; background work
-    /// calls this as it ends and drops the result outside the database lock.
-    pub(crate) fn take_idle_spares(&self) -> IdleSpares {
+    /// The spares, if no arena has asked for a chunk for [`SPARES_IDLE_AFTER`] before `now`:
+    /// writes have paused, so they would only sit in memory. Dropping the result unmaps them;
+    /// background work calls this as it ends and drops the result outside the database lock.
+    pub(crate) fn take_idle_spares(&self, now: Instant) -> IdleSpares {
         #[cfg(not(miri))]
         {
             let mut state = self.state.lock();
-            if std::mem::take(&mut state.drawn) {
-                IdleSpares(Vec::new())
-            } else {
+            let idle = state
+                .last_draw
+                .is_none_or(|t| now.saturating_duration_since(t) >= SPARES_IDLE_AFTER);
+            if idle {
                 IdleSpares(std::mem::take(&mut state.spare))
+            } else {
+                IdleSpares(Vec::new())
             }
         }
         #[cfg(miri)]
-        IdleSpares(Vec::new())
+        {
+            let _ = now;
+            IdleSpares(Vec::new())
+        }
+    }
+
+    /// Whether the pool holds spare chunks (idle or not).
+    pub(crate) fn has_spares(&self) -> bool {
+        #[cfg(not(miri))]
+        return !self.state.lock().spare.is_empty();
+        #[cfg(miri)]
+        return false;
     }
 
     /// Takes back a chunk of a dropped arena: kept if there is room, otherwise unmapped.
@@ -379,12 +403,15 @@ mod tests {
         assert_eq!(pool.spare_bytes(), 0);
         drop(second);
         assert_eq!(pool.spare_bytes(), 3 * CHUNK_BYTES);
-        // Chunks were drawn since the last check, so the spares stay once; with no draw
-        // before the next check they are let go.
-        assert!(pool.take_idle_spares().is_empty());
+        // A chunk was drawn just now, so the spares stay; once no chunk has been drawn for
+        // SPARES_IDLE_AFTER they are let go.
+        let now = Instant::now();
+        assert!(pool.take_idle_spares(now).is_empty());
+        assert!(pool.has_spares());
         assert_eq!(pool.spare_bytes(), 3 * CHUNK_BYTES);
-        assert!(!pool.take_idle_spares().is_empty());
+        assert!(!pool.take_idle_spares(now + SPARES_IDLE_AFTER).is_empty());
         assert_eq!(pool.spare_bytes(), 0);
+        assert!(!pool.has_spares());
         // Memory handed out from a recycled chunk is as usable as fresh memory.
         let p = third.allocate(64, 8);
         // SAFETY: the arena just handed out 64 writable bytes at `p`.

@@ -22,7 +22,7 @@
 mod arena;
 mod skiplist;
 
-pub(crate) use arena::ChunkPool;
+pub(crate) use arena::{ChunkPool, SPARES_IDLE_AFTER};
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
