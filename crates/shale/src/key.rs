@@ -167,16 +167,22 @@ pub fn bytewise_compare(a: &[u8], b: &[u8]) -> Ordering {
     }
     // The last 0-7 common bytes, zero-padded: padding cannot decide the order, since equal
     // padded words leave it to the lengths.
-    let tail = |s: &[u8]| {
-        let mut word = [0u8; 8];
-        let rest = s.get(i..common).unwrap_or_default();
-        word[..rest.len()].copy_from_slice(rest);
-        u64::from_be_bytes(word)
-    };
+    let tail = |s: &[u8]| padded_be_word(s.get(i..common).unwrap_or_default());
     match tail(a).cmp(&tail(b)) {
         Ordering::Equal => a.len().cmp(&b.len()),
         other => other,
     }
+}
+
+/// The first eight bytes of `bytes` (all of them if fewer) as a big-endian integer,
+/// zero-padded on the right. Between strings, a smaller word means a smaller string in bytewise
+/// order; equal words leave the order to the bytes after them and to the lengths.
+#[inline]
+pub(crate) fn padded_be_word(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let n = bytes.len().min(8);
+    word[..n].copy_from_slice(&bytes[..n]);
+    u64::from_be_bytes(word)
 }
 
 /// The trailer of an internal key (0 if it is too short).

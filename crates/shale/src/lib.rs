@@ -21,6 +21,7 @@ pub mod limits;
 pub mod memtable;
 pub mod merge;
 mod options;
+mod prefetch;
 mod snapshot;
 pub mod sstable;
 mod table_cache;

@@ -90,12 +90,11 @@ impl DbInner {
                 ),
                 _ => None,
             };
-            match (spares_wait, expiry_wait) {
-                (None, None) => self.work_available.wait(&mut state),
-                (a, b) => {
-                    let wait = a.into_iter().chain(b).min().unwrap_or(EXPIRY_RECHECK);
+            match spares_wait.into_iter().chain(expiry_wait).min() {
+                Some(wait) => {
                     self.work_available.wait_for(&mut state, wait);
                 }
+                None => self.work_available.wait(&mut state),
             }
         }
     }

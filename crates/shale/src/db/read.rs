@@ -24,7 +24,7 @@ struct GetState<'a> {
     /// then touches no shared reference count, so concurrent readers do not contend.
     icmp: &'a InternalKeyComparator,
     /// Read only when an expiring entry turns up: most lookups meet none, and the clock read
-    /// was 2% of a readrandom profile.
+    /// was 1.7% of a readrandom profile.
     clock: &'a dyn crate::env::Clock,
     now_micros: Option<u64>,
     merge_operator: Option<&'a dyn MergeOperator>,

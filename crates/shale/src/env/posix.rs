@@ -156,20 +156,24 @@ impl WritableFile for PosixWritable {
         let Ok(file) = self.file("reserve") else {
             return;
         };
-        let (Ok(offset), Ok(length)) =
-            (libc::off_t::try_from(offset), libc::off_t::try_from(bytes))
-        else {
-            return;
-        };
-        // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no
-        // memory of ours. KEEP_SIZE leaves the file's size alone, so readers never see the
-        // reserved blocks, and a failure only means the appends allocate as they go.
-        let rc =
-            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, length) };
-        if rc == 0 {
+        // A failure only means the appends allocate as they go.
+        if allocate_keeping_size(file, offset, bytes) {
             self.reserved = true;
         }
     }
+}
+
+/// Allocates the blocks of `len` bytes of `file` at `offset` without changing its size
+/// (`fallocate` with `FALLOC_FL_KEEP_SIZE`): readers never see blocks past the size, and blocks
+/// within it that were holes keep reading as zeros. Returns whether it worked; failing is
+/// harmless, as writes then allocate the blocks as they go.
+fn allocate_keeping_size(file: &File, offset: u64, len: u64) -> bool {
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return false;
+    };
+    // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no memory
+    // of ours.
+    unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) == 0 }
 }
 
 impl Drop for PosixWritable {
@@ -225,15 +229,8 @@ impl PosixMappedLog {
         // than over a hole, where the file system reserves each page's block as it faults:
         // the populate's share of a fillrandom profile fell by a third. Only the window is
         // allocated, so the log's disk usage stays within a window of its bytes.
-        if let (Ok(file), Ok(offset), Ok(len)) = (
-            self.file("populate"),
-            libc::off_t::try_from(start),
-            libc::off_t::try_from(stop - start),
-        ) {
-            // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads
-            // no memory of ours. Within the file's size it only allocates the range's holes,
-            // which keep reading as zeros; a failure leaves them to be allocated on first write.
-            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
+        if let Ok(file) = self.file("populate") {
+            allocate_keeping_size(file, start, stop - start);
         }
         match map.advise_range(
             memmap2::Advice::PopulateWrite,

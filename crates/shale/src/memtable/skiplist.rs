@@ -151,18 +151,9 @@ impl<'a> NodeRef<'a> {
     #[inline]
     fn prefetch_next(self, level: usize) {
         let next = self.tower()[level].load(atomic::Ordering::Relaxed);
-        #[cfg(target_arch = "x86_64")]
         if !next.is_null() {
-            // SAFETY: a prefetch is a hint: it never faults and writes nothing, whatever the
-            // address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    next.cast::<i8>().cast_const(),
-                );
-            }
+            crate::prefetch::line(next.cast_const());
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = next;
     }
 
     fn is(self, other: NodeRef<'_>) -> bool {

@@ -26,7 +26,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::codec::{decode_fixed32, put_fixed32, put_varint32, Decoder};
-use crate::key::{user_key, InternalKeyComparator};
+use crate::key::{padded_be_word, user_key, InternalKeyComparator};
 
 /// Accumulates sorted entries into the bytes of one block.
 #[derive(Debug)]
@@ -190,11 +190,7 @@ impl RestartPrefixes {
             // A proper prefix of `common` is below every key that starts with it.
             Ordering::Equal if head.len() < self.common.len() => 0,
             Ordering::Equal => {
-                let rest = user_key.get(self.common.len()..).unwrap_or_default();
-                let mut window = [0u8; 8];
-                let n = rest.len().min(8);
-                window[..n].copy_from_slice(&rest[..n]);
-                u64::from_be_bytes(window)
+                padded_be_word(user_key.get(self.common.len()..).unwrap_or_default())
             }
         }
     }
@@ -292,7 +288,7 @@ impl Block {
     /// Asks the CPU to start loading every cache line of the block (x86-64; elsewhere a no-op).
     /// Only a hint: it changes no memory and cannot fault.
     pub fn prefetch(&self) {
-        prefetch_lines(&self.data);
+        crate::prefetch::lines(&self.data);
     }
 
     /// The uncompressed bytes (entries and restart array); their length is the block's weight
@@ -318,25 +314,6 @@ impl Block {
             .and_then(decode_fixed32)
             .unwrap_or(0) as usize
     }
-}
-
-/// Asks the CPU to start loading every cache line of `bytes` at once (x86-64; elsewhere a
-/// no-op), so that reading them costs about one memory latency instead of one per line as a
-/// binary search or a checksum reaches each. Only a hint: it changes no memory and cannot
-/// fault.
-pub(crate) fn prefetch_lines(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: a prefetch is a hint that never faults and writes nothing; the pointer points
-        // into `bytes`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 /// Where and why a block failed to decode: the byte offset inside the uncompressed block and a

@@ -82,7 +82,7 @@ fn read_block_contents(
     if let Some(stored) = mapped_block(file, path, handle, len)? {
         // The checksum reads the block front to back after the trailer at its end: start all
         // of its cache lines loading now rather than one after another.
-        super::block::prefetch_lines(stored);
+        crate::prefetch::lines(stored);
         return decode_block_in_place(path, handle.offset, stored, verify);
     }
     let mut buf = vec![0u8; len];
