@@ -1124,6 +1124,7 @@ fn finish_record(name: &str, outcome: Outcome, dir: Option<&Path>) -> Result<Ben
         disk_apparent_bytes: disk.map(|d| d.apparent),
         peak_rss_bytes: sysinfo::peak_rss_bytes(),
         histogram: stats.histogram.as_ref().map(|h| h.summary()),
+        round_ops_per_sec: Vec::new(),
     })
 }
 

@@ -145,6 +145,10 @@ pub struct Flags {
     /// Several engines, run in turn, then compared.
     #[arg(long)]
     pub engines: Option<String>,
+    /// Run every engine's suite this many times, reversing the engine order each round, and
+    /// report each figure's median: on a host whose speed drifts, one round's ratios mislead.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     /// Write every figure as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

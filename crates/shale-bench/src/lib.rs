@@ -30,7 +30,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::flags::{Settings, SettingsError};
-use crate::record::{RunRecord, Workload};
+use crate::record::{EngineRecord, RunRecord, Workload};
 
 /// Runs the tool on a command line; returns the process exit code (0 success, 1 an engine
 /// failed, 2 a usage error).
@@ -117,6 +117,7 @@ pub fn run(
             value_size: f.value_size,
             compression_ratio: f.compression_ratio,
             seed: f.seed,
+            repeat: f.repeat,
             benchmarks: settings
                 .benchmarks
                 .iter()
@@ -126,32 +127,57 @@ pub fn run(
         },
         engines: Vec::new(),
     };
-    for (n, &kind) in settings.engines.iter().enumerate() {
-        // One engine uses --db itself, as db_bench does; several get a subdirectory each.
-        let dir: PathBuf = if several {
-            root.join(kind.name())
-        } else {
-            root.clone()
-        };
-        if n > 0 {
-            writeln!(out).map_err(|e| Error::io("write", "<stdout>", e))?;
+    let io = |e: std::io::Error| Error::io("write", "<stdout>", e);
+    let rounds = f.repeat.max(1) as usize;
+    // rounds_by_engine[n]: engine n's suite, once per round.
+    let mut rounds_by_engine: Vec<Vec<EngineRecord>> = vec![Vec::new(); settings.engines.len()];
+    let mut first_output = true;
+    for round in 0..rounds {
+        if rounds > 1 {
+            if !first_output {
+                writeln!(out).map_err(io)?;
+            }
+            writeln!(out, "=== Round {} of {rounds} ===", round + 1).map_err(io)?;
+            first_output = false;
         }
-        let mut header = |o: &mut dyn Write, info: &engines::EngineInfo| {
-            output::print_header(
-                o,
-                settings,
-                info,
-                &date,
-                cpu.as_deref(),
-                cpu_cache.as_deref(),
-            )
-        };
-        let engine_record = bench::run_suite(settings, kind, &dir, out, &mut header);
-        record.engines.push(engine_record);
+        // Reversing the order every other round gives each engine both early and late slots,
+        // so drift of the host's speed over the run does not favour one engine.
+        let mut order: Vec<usize> = (0..settings.engines.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for n in order {
+            let kind = settings.engines[n];
+            // One engine uses --db itself, as db_bench does; several get a subdirectory each.
+            let dir: PathBuf = if several {
+                root.join(kind.name())
+            } else {
+                root.clone()
+            };
+            if !first_output {
+                writeln!(out).map_err(io)?;
+            }
+            first_output = false;
+            let mut header = |o: &mut dyn Write, info: &engines::EngineInfo| {
+                output::print_header(
+                    o,
+                    settings,
+                    info,
+                    &date,
+                    cpu.as_deref(),
+                    cpu_cache.as_deref(),
+                )
+            };
+            let engine_record = bench::run_suite(settings, kind, &dir, out, &mut header);
+            rounds_by_engine[n].push(engine_record);
+        }
     }
-    if settings.engines.len() > 1 {
-        writeln!(out, "\n{}", output::comparison_table(&record))
-            .map_err(|e| Error::io("write", "<stdout>", e))?;
+    record.engines = rounds_by_engine
+        .iter()
+        .filter_map(|r| EngineRecord::median_of_rounds(r))
+        .collect();
+    if settings.engines.len() > 1 || rounds > 1 {
+        writeln!(out, "\n{}", output::comparison_table(&record)).map_err(io)?;
     }
     if let Some(path) = &f.json {
         let text = serde_json::to_string_pretty(&record)

@@ -123,7 +123,12 @@ pub fn comparison_table(run: &RunRecord) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut text = format!("Comparison: ops/sec (ratio to {})\n", reference.info.name);
+    let what = if run.workload.repeat > 1 {
+        format!("median ops/sec of {} rounds", run.workload.repeat)
+    } else {
+        "ops/sec".to_string()
+    };
+    let mut text = format!("Comparison: {what} (ratio to {})\n", reference.info.name);
     for (n, row) in rows.iter().enumerate() {
         let cells: Vec<String> = row
             .iter()

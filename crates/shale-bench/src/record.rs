@@ -53,6 +53,10 @@ pub struct BenchRecord {
     pub histogram: Option<HistogramSummary>,
     /// The line printed for it.
     pub line: String,
+    /// With `--repeat`, every round's ops/s in round order; the record itself is the round
+    /// with the median figure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub round_ops_per_sec: Vec<f64>,
 }
 
 impl BenchRecord {
@@ -73,6 +77,7 @@ impl BenchRecord {
             peak_rss_bytes: None,
             histogram: None,
             line,
+            round_ops_per_sec: Vec::new(),
         }
     }
 }
@@ -116,6 +121,8 @@ pub struct Workload {
     pub compression_ratio: f64,
     /// Seed.
     pub seed: u64,
+    /// Rounds of the whole suite (`--repeat`); figures are medians over them.
+    pub repeat: u32,
     /// Benchmarks as given.
     pub benchmarks: Vec<String>,
     /// The command line.
@@ -177,6 +184,49 @@ impl RunRecord {
     }
 }
 
+impl EngineRecord {
+    /// Folds several rounds of one engine's suite into one record: each benchmark's figures
+    /// are those of the round with the median ops/s (the lower of the two middle rounds when
+    /// the count is even), with every round's ops/s kept in `round_ops_per_sec`; memory is the
+    /// worst round's, since a budget must hold in every round. A benchmark that did not run
+    /// in every round keeps its first round's record. `None` for no rounds.
+    pub fn median_of_rounds(rounds: &[EngineRecord]) -> Option<EngineRecord> {
+        let first = rounds.first()?;
+        let positions = rounds.iter().map(|r| r.results.len()).max().unwrap_or(0);
+        let mut results = Vec::with_capacity(positions);
+        for i in 0..positions {
+            let here: Vec<&BenchRecord> = rounds.iter().filter_map(|r| r.results.get(i)).collect();
+            let all_ran = here.len() == rounds.len() && here.iter().all(|r| r.status == Status::Ok);
+            let Some(&fallback) = here.first() else {
+                continue;
+            };
+            if !all_ran {
+                results.push(fallback.clone());
+                continue;
+            }
+            let mut order: Vec<&BenchRecord> = here.clone();
+            order.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+            let mut median = order[(order.len() - 1) / 2].clone();
+            median.round_ops_per_sec = here.iter().map(|r| r.ops_per_sec).collect();
+            results.push(median);
+        }
+        // The round whose heap grew most, with its own baseline, so growth is not mixed up.
+        let anon = rounds
+            .iter()
+            .filter_map(|r| Some((r.peak_anon_rss_bytes?, r.anon_rss_before_bytes?)))
+            .max_by_key(|(peak, before)| peak.saturating_sub(*before));
+        Some(EngineRecord {
+            info: first.info.clone(),
+            results,
+            peak_rss_bytes: rounds.iter().filter_map(|r| r.peak_rss_bytes).max(),
+            peak_rss_per_engine: rounds.iter().all(|r| r.peak_rss_per_engine),
+            anon_rss_before_bytes: anon.map(|(_, before)| before),
+            peak_anon_rss_bytes: anon.map(|(peak, _)| peak),
+            error: rounds.iter().find_map(|r| r.error.clone()),
+        })
+    }
+}
+
 /// Records for tests of the table and the report: three engines, a repeated benchmark, an
 /// unsupported one.
 #[cfg(test)]
@@ -205,6 +255,7 @@ pub(crate) mod tests_support {
             peak_rss_bytes: Some(30 << 20),
             histogram: None,
             line: String::new(),
+            round_ops_per_sec: Vec::new(),
         }
     }
 
@@ -263,6 +314,7 @@ pub(crate) mod tests_support {
                 value_size: 100,
                 compression_ratio: 0.5,
                 seed: 301,
+                repeat: 1,
                 benchmarks: vec![
                     "fillseq".into(),
                     "readrandom".into(),
@@ -277,5 +329,49 @@ pub(crate) mod tests_support {
                 engine("lmdb", 2.0, false, 90 << 20),
             ],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::sample_run;
+    use super::*;
+
+    #[test]
+    fn rounds_fold_to_the_median_figure_and_the_worst_memory() {
+        let base = sample_run().engines.swap_remove(0);
+        let mut rounds = Vec::new();
+        for (scale, anon) in [(3.0, 12u64), (1.0, 30), (2.0, 14)] {
+            let mut r = base.clone();
+            for b in &mut r.results {
+                b.ops_per_sec *= scale;
+            }
+            r.peak_anon_rss_bytes = Some(anon << 20);
+            r.peak_rss_bytes = Some((anon + 100) << 20);
+            rounds.push(r);
+        }
+        let merged = EngineRecord::median_of_rounds(&rounds).expect("three rounds");
+        let fill = &merged.results[0];
+        assert_eq!(fill.ops_per_sec, 2.0 * base.results[0].ops_per_sec);
+        assert_eq!(
+            fill.round_ops_per_sec,
+            vec![1.5e6, 0.5e6, 1.0e6],
+            "every round's figure, in round order"
+        );
+        assert_eq!(merged.results.len(), base.results.len());
+        assert_eq!(merged.peak_anon_rss_bytes, Some(30 << 20));
+        assert_eq!(merged.anon_rss_before_bytes, Some(10 << 20));
+        assert_eq!(merged.peak_rss_bytes, Some(130 << 20));
+
+        // An even count takes the lower middle round.
+        let merged = EngineRecord::median_of_rounds(&rounds[..2]).expect("two rounds");
+        assert_eq!(merged.results[0].ops_per_sec, base.results[0].ops_per_sec);
+
+        // A benchmark that failed in one round is not given a median.
+        let mut broken = rounds.clone();
+        broken[1].results[1].status = Status::Error;
+        let merged = EngineRecord::median_of_rounds(&broken).expect("rounds");
+        assert!(merged.results[1].round_ops_per_sec.is_empty());
+        assert!(EngineRecord::median_of_rounds(&[]).is_none());
     }
 }

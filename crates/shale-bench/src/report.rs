@@ -93,6 +93,14 @@ pub fn render(run: &RunRecord) -> String {
         w.seed,
         escape(&w.command_line.join(" "))
     );
+    if w.repeat > 1 {
+        let _ = writeln!(
+            html,
+            "<p class=\"meta\">Every engine's suite ran {} times, the engine order reversed \
+             each round; each figure is the median round's, memory the worst round's.</p>",
+            w.repeat
+        );
+    }
     if !run.optimized {
         let _ = writeln!(
             html,
@@ -125,6 +133,16 @@ pub fn render(run: &RunRecord) -> String {
                                 reference.map_or("", |re| re.info.name)
                             );
                         }
+                    }
+                    let lo = r.round_ops_per_sec.iter().copied().reduce(f64::min);
+                    let hi = r.round_ops_per_sec.iter().copied().reduce(f64::max);
+                    if let (Some(lo), Some(hi)) = (lo, hi) {
+                        let _ = write!(
+                            text,
+                            " [rounds {}-{}]",
+                            thousands(lo.round() as u64),
+                            thousands(hi.round() as u64)
+                        );
                     }
                     rows.push((e, engine.info.name, r.ops_per_sec, text));
                 }

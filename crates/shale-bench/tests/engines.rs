@@ -391,6 +391,46 @@ fn threads_split_the_work_and_engines_compare() {
     assert!(html.contains("lmdb 0.9."));
 }
 
+#[cfg(feature = "shale-engine")]
+#[test]
+fn repeat_runs_every_round_and_reports_medians() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let args: Vec<String> = vec![
+        "shale-bench".into(),
+        "--engine=shale".into(),
+        "--num=300".into(),
+        "--repeat=3".into(),
+        "--benchmarks=fillrandom,readrandom".into(),
+        format!("--json={}", json.display()),
+    ];
+    let settings = Settings::from_args(args.clone()).unwrap_or_else(|_| panic!("valid flags"));
+    let mut out = Vec::new();
+    let run = shale_bench::run(&settings, args, &mut out).expect("run");
+    let text = String::from_utf8(out).expect("utf-8");
+    for round in 1..=3 {
+        assert!(
+            text.contains(&format!("=== Round {round} of 3 ===")),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("Comparison: median ops/sec of 3 rounds"),
+        "{text}"
+    );
+    assert_eq!(run.engines.len(), 1);
+    for r in &run.engines[0].results {
+        assert_eq!(r.round_ops_per_sec.len(), 3, "{}", r.name);
+        let mut sorted = r.round_ops_per_sec.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(r.ops_per_sec, sorted[1], "{}: the median round", r.name);
+    }
+    assert_eq!(run.engines[0].results[1].message, "(300 of 300 found)");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    assert_eq!(saved["workload"]["repeat"], 3);
+}
+
 #[test]
 fn use_existing_db_skips_fills_and_reads_the_old_data() {
     let Some(kind) = engines_in_build().first().copied() else {
