@@ -392,6 +392,7 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             let mut it = table.iter(ReadFlags {
                 verify_checksums: true,
                 fill_cache: false,
+                release_behind: true,
             });
             it.seek_to_first();
             while it.valid() {

@@ -189,6 +189,7 @@ pub fn sst_dump(ctx: &Context, path: &Path, verify: bool, entries: bool) -> CliR
         let mut it = table.iter(ReadFlags {
             verify_checksums: true,
             fill_cache: false,
+            release_behind: true,
         });
         it.seek_to_first();
         while it.valid() {

@@ -180,9 +180,13 @@ impl DbInner {
 
     /// Merges the inputs into new tables. Runs without the state lock.
     fn compact_inputs(&self, c: &mut Compaction, job: &JobContext) -> Result<JobOutput> {
+        // Inputs are read once, front to back: they neither enter the block cache nor stay
+        // mapped in this process (without release, a 1M-key overwrite's compactions took the
+        // resident set from 68 to 119 MB).
         let flags = ReadFlags {
             verify_checksums: true,
             fill_cache: false,
+            release_behind: true,
         };
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for (which, files) in c.inputs.iter().enumerate() {

@@ -132,6 +132,7 @@ impl DbInner {
         ReadFlags {
             verify_checksums: !options.skip_checksums,
             fill_cache: !options.dont_fill_cache,
+            release_behind: false,
         }
     }
 

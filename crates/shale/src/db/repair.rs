@@ -139,6 +139,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let flags = ReadFlags {
         verify_checksums: true,
         fill_cache: false,
+        release_behind: true,
     };
     for &n in &tables {
         report.tables_scanned += 1;

@@ -804,6 +804,9 @@ impl RandomAccessFile for FaultRandom {
     fn size(&self) -> u64 {
         self.inner.size()
     }
+    fn release(&self, offset: u64, len: u64) {
+        self.inner.release(offset, len);
+    }
 }
 
 struct FaultSequential {

@@ -412,6 +412,29 @@ impl RandomAccessFile for PosixMapped {
     fn mapped(&self) -> Option<&[u8]> {
         Some(&self.map)
     }
+
+    fn release(&self, offset: u64, len: u64) {
+        // Only whole pages inside the range: a page shared with a neighbouring block stays.
+        let page = 4096u64;
+        let start = offset.div_ceil(page) * page;
+        let end = offset.saturating_add(len).min(self.map.len() as u64) / page * page;
+        if end <= start {
+            return;
+        }
+        // SAFETY: the map is a shared, read-only mapping of a file nobody writes (tables are
+        // immutable). MADV_DONTNEED on such a mapping only drops this process's page table
+        // entries; the next access faults the same bytes back in from the page cache, so
+        // slices other threads hold into the map never see different contents.
+        let advised = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                start as usize,
+                (end - start) as usize,
+            )
+        };
+        // A hint: if the kernel refuses, the pages simply stay resident.
+        let _ = advised;
+    }
 }
 
 struct PosixSequential {

@@ -84,13 +84,22 @@ pub struct ReadFlags {
     pub verify_checksums: bool,
     /// Insert data blocks read from the file into the block cache.
     pub fill_cache: bool,
+    /// Reading front to back once (a compaction input): every [`RELEASE_BEHIND_BYTES`] the
+    /// iterator tells the file it is done with the bytes before its current block (see
+    /// [`crate::env::RandomAccessFile::release`]).
+    pub release_behind: bool,
 }
+
+/// How far a [`ReadFlags::release_behind`] iterator moves between releases: large enough that
+/// the `madvise` call is rare, small enough that a compaction holds little of its inputs.
+pub const RELEASE_BEHIND_BYTES: u64 = 1 << 20;
 
 impl Default for ReadFlags {
     fn default() -> Self {
         ReadFlags {
             verify_checksums: true,
             fill_cache: true,
+            release_behind: false,
         }
     }
 }

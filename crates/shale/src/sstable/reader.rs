@@ -32,6 +32,7 @@ use super::format::{
 use super::properties::{decode_properties, decode_string_block, TableProperties};
 use super::{
     ReadFlags, TableOptions, FILTER_BLOCK_NAME, LEGACY_FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME,
+    RELEASE_BEHIND_BYTES,
 };
 
 /// The stored bytes of a block plus its trailer (`len` bytes in all) inside the file's memory
@@ -414,6 +415,7 @@ impl TableReader {
             flags,
             data: None,
             data_handle: BlockHandle::default(),
+            released_to: 0,
             error: None,
         }
     }
@@ -515,6 +517,8 @@ pub struct TableIterator {
     /// Cursor over the data block the index points at; `None` when unpositioned.
     data: Option<BlockIter>,
     data_handle: BlockHandle,
+    /// With `flags.release_behind`: the file offset up to which bytes were released.
+    released_to: u64,
     error: Option<Error>,
 }
 
@@ -548,6 +552,12 @@ impl TableIterator {
         };
         if self.data.is_some() && self.data_handle == handle {
             return true;
+        }
+        if self.flags.release_behind && handle.offset >= self.released_to + RELEASE_BEHIND_BYTES {
+            self.table
+                .file
+                .release(self.released_to, handle.offset - self.released_to);
+            self.released_to = handle.offset;
         }
         match self.table.read_block(handle, self.flags) {
             Ok(block) => {

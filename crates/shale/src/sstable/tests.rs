@@ -105,6 +105,27 @@ fn open(
     TableReader::open(opts.clone(), file, path.to_path_buf(), 1, cache).map(Arc::new)
 }
 
+/// Passes reads through and records every [`RandomAccessFile::release`] call.
+struct ReleaseRecorder {
+    inner: Arc<dyn crate::env::RandomAccessFile>,
+    released: std::sync::Mutex<Vec<(u64, u64)>>,
+}
+
+impl crate::env::RandomAccessFile for ReleaseRecorder {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_exact_at(offset, buf)
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn release(&self, offset: u64, len: u64) {
+        self.released
+            .lock()
+            .expect("not poisoned")
+            .push((offset, len));
+    }
+}
+
 fn scan_forward(it: &mut TableIterator) -> Result<Entries> {
     let mut out = Vec::new();
     it.seek_to_first();
@@ -410,6 +431,7 @@ fn cache_hits_and_fill_flag() {
     let no_fill = ReadFlags {
         verify_checksums: true,
         fill_cache: false,
+        release_behind: false,
     };
     assert_eq!(scan_forward(&mut t.iter(no_fill)).expect("scan"), entries);
     assert_eq!((cache.hits(), cache.misses(), cache.len()), (0, blocks, 0));
@@ -583,6 +605,7 @@ fn every_flipped_byte_is_detected() {
                 let no_verify = ReadFlags {
                     verify_checksums: false,
                     fill_cache: false,
+                    release_behind: false,
                 };
                 let mut it = t.iter(no_verify);
                 let _ = scan_forward(&mut it);
@@ -860,4 +883,53 @@ fn a_mapped_filter_is_read_in_place_and_checked() {
         assert!(err.is_corruption(), "{err}");
         assert!(err.to_string().contains("000009.sst"), "{err}");
     }
+}
+
+#[test]
+fn release_behind_gives_back_what_a_forward_scan_has_passed() {
+    let fs = MemFs::new();
+    let path = PathBuf::from("/release.sst");
+    let opts = table_opts(Compression::None, 10, 4096);
+    // About 3.5 MB of incompressible-enough values: three releases of at least 1 MiB.
+    let mut rng = StdRng::seed_from_u64(7);
+    let entries: Entries = (0..30_000)
+        .map(|i| {
+            let value: Vec<u8> = (0..110).map(|_| rng.gen()).collect();
+            (make_internal_key(&user(i), 5, ValueKind::Value), value)
+        })
+        .collect();
+    let props = write_table(&fs, &path, &opts, &entries);
+    let recorder = Arc::new(ReleaseRecorder {
+        inner: fs.open_random(&path).expect("open"),
+        released: std::sync::Mutex::new(Vec::new()),
+    });
+    let table = Arc::new(
+        TableReader::open(opts.clone(), recorder.clone(), path.clone(), 1, None).expect("open"),
+    );
+    let flags = ReadFlags {
+        release_behind: true,
+        ..ReadFlags::default()
+    };
+    assert_eq!(scan_forward(&mut table.iter(flags)).expect("scan"), entries);
+    let released = recorder.released.lock().expect("not poisoned").clone();
+    assert_eq!(
+        released.len() as u64,
+        props.data_size / RELEASE_BEHIND_BYTES,
+        "{released:?}"
+    );
+    let mut next = 0;
+    for &(offset, len) in &released {
+        assert_eq!(offset, next, "ranges follow each other: {released:?}");
+        assert!(len >= RELEASE_BEHIND_BYTES, "{released:?}");
+        next = offset + len;
+    }
+    assert!(next <= props.data_size);
+
+    // Readers that may come back (the default) release nothing.
+    recorder.released.lock().expect("not poisoned").clear();
+    assert_eq!(
+        scan_forward(&mut table.iter(ReadFlags::default())).expect("scan"),
+        entries
+    );
+    assert!(recorder.released.lock().expect("not poisoned").is_empty());
 }
