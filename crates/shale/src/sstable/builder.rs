@@ -49,6 +49,8 @@ pub struct TableBuilder {
     /// Handle of the last flushed data block, whose index entry waits for the next key.
     pending_handle: Option<BlockHandle>,
     props: TableProperties,
+    /// The finished data block, reused from block to block.
+    raw: Vec<u8>,
     /// Reused output buffer for compression.
     compressed: Vec<u8>,
     /// The first write error; every later call returns it again.
@@ -106,6 +108,7 @@ impl TableBuilder {
             last_key: Vec::new(),
             pending_handle: None,
             props,
+            raw: Vec::new(),
             compressed: Vec::new(),
             failed: None,
         }
@@ -189,13 +192,13 @@ impl TableBuilder {
         if self.data_block.is_empty() {
             return Ok(());
         }
-        let raw = self.data_block.finish();
+        self.data_block.finish_into(&mut self.raw);
         let r = write_block(
             self.file.as_mut(),
             &self.path,
             &mut self.offset,
             &mut self.compressed,
-            &raw,
+            &self.raw,
             self.opts.compression,
         );
         let handle = self.remember(r)?;
