@@ -91,6 +91,13 @@ fn read_block_contents(
     decode_block(path, handle.offset, buf, verify)
 }
 
+/// After this many data blocks entered one after another without a seek, a table iterator
+/// reads the rest of its run straight from the file, neither looking in the block cache nor
+/// filling it. A long scan would otherwise push every block through the cache: the lookups
+/// and inserts were 4.6% of a `readseq` profile, and each insert evicts a block that point
+/// lookups may still want. Short range scans (under about 64 KiB of 2 KiB blocks) still cache.
+pub const SCAN_BLOCKS_BEFORE_BYPASS: u32 = 32;
+
 /// An open table file.
 pub struct TableReader {
     opts: TableOptions,
@@ -286,16 +293,21 @@ impl TableReader {
                 return Ok(block);
             }
         }
-        let raw = self.read_block_contents(handle, flags.verify_checksums)?;
-        let block = Arc::new(
-            Block::new(raw).map_err(|m| self.corrupt(handle.offset, format!("data block: {m}")))?,
-        );
+        let block = self.read_block_uncached(handle, flags.verify_checksums)?;
         if flags.fill_cache {
             if let Some(cache) = &self.cache {
                 cache.insert(self.cache_id, handle.offset, block.clone());
             }
         }
         Ok(block)
+    }
+
+    /// The data block at `handle`, read from the file without looking in or filling the cache.
+    pub fn read_block_uncached(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
+        let raw = self.read_block_contents(handle, verify)?;
+        Ok(Arc::new(Block::new(raw).map_err(|m| {
+            self.corrupt(handle.offset, format!("data block: {m}"))
+        })?))
     }
 
     /// The table's properties (`file_size` is the size of the file as opened).
@@ -416,6 +428,7 @@ impl TableReader {
             data: None,
             data_handle: BlockHandle::default(),
             released_to: 0,
+            streak: 0,
             error: None,
         }
     }
@@ -519,6 +532,8 @@ pub struct TableIterator {
     data_handle: BlockHandle,
     /// With `flags.release_behind`: the file offset up to which bytes were released.
     released_to: u64,
+    /// Data blocks entered by stepping off the end of the previous one since the last seek.
+    streak: u32,
     error: Option<Error>,
 }
 
@@ -559,7 +574,13 @@ impl TableIterator {
                 .release(self.released_to, handle.offset - self.released_to);
             self.released_to = handle.offset;
         }
-        match self.table.read_block(handle, self.flags) {
+        let read = if self.streak >= SCAN_BLOCKS_BEFORE_BYPASS {
+            self.table
+                .read_block_uncached(handle, self.flags.verify_checksums)
+        } else {
+            self.table.read_block(handle, self.flags)
+        };
+        match read {
             Ok(block) => {
                 match self.data.as_mut() {
                     Some(data) => data.reset(block),
@@ -601,6 +622,7 @@ impl TableIterator {
                 return;
             }
             self.index.next();
+            self.streak = self.streak.saturating_add(1);
             if !self.load_data_block() {
                 return;
             }
@@ -617,6 +639,7 @@ impl TableIterator {
                 return;
             }
             self.index.prev();
+            self.streak = self.streak.saturating_add(1);
             if !self.load_data_block() {
                 return;
             }
@@ -636,6 +659,7 @@ impl InternalIterator for TableIterator {
         if self.error.is_some() {
             return;
         }
+        self.streak = 0;
         self.index.seek_to_first();
         if self.load_data_block() {
             if let Some(d) = &mut self.data {
@@ -649,6 +673,7 @@ impl InternalIterator for TableIterator {
         if self.error.is_some() {
             return;
         }
+        self.streak = 0;
         self.index.seek_to_last();
         if self.load_data_block() {
             if let Some(d) = &mut self.data {
@@ -662,6 +687,7 @@ impl InternalIterator for TableIterator {
         if self.error.is_some() {
             return;
         }
+        self.streak = 0;
         self.index.seek(target);
         if self.load_data_block() {
             if let Some(d) = &mut self.data {

@@ -8,6 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::format::{Footer, BLOCK_TRAILER_LEN, FOOTER_LEN, TABLE_FORMAT_VERSION};
+use super::reader::SCAN_BLOCKS_BEFORE_BYPASS;
 use super::*;
 use crate::cache::BlockCache;
 use crate::env::{Fs, MemFs};
@@ -464,6 +465,62 @@ fn cache_hits_and_fill_flag() {
     .expect("open");
     get_versions(&other, ReadFlags::default(), lk.internal_key()).expect("get");
     assert_eq!(cache.hits(), blocks + 1);
+}
+
+#[test]
+fn long_scans_stop_using_the_cache_and_seeks_start_over() {
+    let entries = dataset(3000, 1, 11);
+    let fs = MemFs::new();
+    let path = PathBuf::from("/db/scanned.sst");
+    let opts = table_opts(Compression::Lz4, 10, 1024);
+    let props = write_table(&fs, &path, &opts, &entries);
+    let streak = u64::from(SCAN_BLOCKS_BEFORE_BYPASS);
+    assert!(
+        props.num_data_blocks > 3 * streak,
+        "{}",
+        props.num_data_blocks
+    );
+    let cache = Arc::new(BlockCache::new(8 << 20));
+    let t = open(&fs, &path, &opts, Some(cache.clone())).expect("open");
+
+    // Forward: the block the scan starts in and the next streak - 1 go through the cache;
+    // every later block is read past it.
+    let mut it = t.iter(ReadFlags::default());
+    assert_eq!(scan_forward(&mut it).expect("scan"), entries);
+    assert_eq!((cache.misses(), cache.len() as u64), (streak, streak));
+    // Scanning again finds those blocks cached and still reads the rest past the cache.
+    assert_eq!(scan_forward(&mut it).expect("scan"), entries);
+    assert_eq!((cache.hits(), cache.misses()), (streak, streak));
+
+    // Backward from the end: the last `streak` blocks are new to the cache.
+    let mut backward = Vec::new();
+    it.seek_to_last();
+    while it.valid() {
+        backward.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev();
+    }
+    it.status().expect("status");
+    backward.reverse();
+    assert_eq!(backward, entries);
+    assert_eq!(cache.len() as u64, 2 * streak);
+
+    // A seek starts a new run: a short scan from the middle caches every block it enters.
+    let middle = &entries[entries.len() / 2].0;
+    it.seek(middle);
+    let misses = cache.misses();
+    let first = it.key().to_vec();
+    let mut entered = 0;
+    let mut last = first.clone();
+    while it.valid() && entered < 5 {
+        let before = cache.misses();
+        it.next();
+        if cache.misses() != before {
+            entered += 1;
+        }
+        last = it.key().to_vec();
+    }
+    assert_eq!(entered, 5, "from {first:?} to {last:?}");
+    assert_eq!(cache.misses(), misses + 5);
 }
 
 #[test]
