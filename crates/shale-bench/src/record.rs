@@ -98,7 +98,8 @@ pub struct EngineRecord {
     pub anon_rss_before_bytes: Option<u64>,
     /// The largest anonymous resident memory sampled while this engine ran (every 5 ms).
     /// Minus `anon_rss_before_bytes`, the engine's heap at its peak plus the benchmark's
-    /// per-benchmark buffers (the key order: 8 bytes a key, and about 1 MiB of values a thread).
+    /// per-benchmark buffers (about 1 MiB of values a client thread; the key order is computed
+    /// key by key, in constant memory).
     pub peak_anon_rss_bytes: Option<u64>,
     /// The error that stopped the suite, if one did.
     pub error: Option<String>,
