@@ -23,6 +23,7 @@
 //! Format doc: `docs/format/sstable.md` ("Blocks").
 
 use std::cmp::Ordering;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::codec::{decode_fixed32, put_fixed32, put_varint32, Decoder};
@@ -331,8 +332,8 @@ pub type BlockCorruption = (usize, &'static str);
 
 /// A bidirectional cursor over one block. Keys are compared as internal keys; blocks whose keys
 /// are plain strings (metaindex, properties) are only read front to back.
-pub struct BlockIter {
-    block: Arc<Block>,
+pub struct BlockIter<B: Deref<Target = Block> = Arc<Block>> {
+    block: B,
     icmp: InternalKeyComparator,
     /// Offset of the current entry; `restart_offset` when not positioned.
     current: usize,
@@ -366,9 +367,17 @@ struct CachedEntry {
     key_end: usize,
 }
 
-impl BlockIter {
+impl<B: Deref<Target = Block>> BlockIter<B> {
     /// An unpositioned cursor over `block`.
-    pub fn new(block: Arc<Block>, icmp: InternalKeyComparator) -> Self {
+    pub fn new(block: B, icmp: InternalKeyComparator) -> Self {
+        Self::with_key_buffer(block, icmp, Vec::new())
+    }
+
+    /// Like [`BlockIter::new`], with `key` (cleared) as the buffer for the current key, so a
+    /// caller that makes many short-lived cursors can hand one buffer from each to the next
+    /// ([`BlockIter::into_key_buffer`]) instead of allocating it every time.
+    pub fn with_key_buffer(block: B, icmp: InternalKeyComparator, mut key: Vec<u8>) -> Self {
+        key.clear();
         let end = block.restart_offset;
         BlockIter {
             block,
@@ -376,7 +385,7 @@ impl BlockIter {
             current: end,
             next_offset: end,
             restart_index: 0,
-            key: Vec::new(),
+            key,
             value_start: 0,
             value_end: 0,
             valid: false,
@@ -390,7 +399,7 @@ impl BlockIter {
     /// Points this cursor at another block, unpositioned, keeping the buffers it has grown
     /// (the current key and the backward-step cache): an iterator moving from block to block
     /// then allocates nothing per block.
-    pub fn reset(&mut self, block: Arc<Block>) {
+    pub fn reset(&mut self, block: B) {
         let end = block.restart_offset;
         self.block = block;
         self.current = end;
@@ -407,8 +416,13 @@ impl BlockIter {
     }
 
     /// The block this cursor reads.
-    pub fn block(&self) -> &Arc<Block> {
+    pub fn block(&self) -> &B {
         &self.block
+    }
+
+    /// Gives up the cursor, returning the buffer its current key was decoded into.
+    pub fn into_key_buffer(self) -> Vec<u8> {
+        self.key
     }
 
     /// True when positioned at an entry.

@@ -13,6 +13,7 @@
 //! Format doc: `docs/format/sstable.md` ("Reading a table").
 
 use std::cmp::Ordering;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -97,6 +98,18 @@ fn read_block_contents(
 /// and inserts were 4.6% of a `readseq` profile, and each insert evicts a block that point
 /// lookups may still want. Short range scans (under about 64 KiB of 2 KiB blocks) still cache.
 pub const SCAN_BLOCKS_BEFORE_BYPASS: u32 = 32;
+
+/// Key buffers larger than this are not kept for the next point lookup on the thread.
+const MAX_KEPT_KEY_BUFFER: usize = 4096;
+
+thread_local! {
+    /// The key buffers of a point lookup's index and data cursors, handed from one lookup to
+    /// the next on this thread, so a lookup allocates none (two allocations and frees a table
+    /// probed before). Taken out for the lookup and put back after, so a nested lookup on the
+    /// same thread simply starts with empty ones.
+    static GET_KEY_BUFFERS: std::cell::Cell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
 
 /// An open table file.
 pub struct TableReader {
@@ -362,7 +375,7 @@ impl TableReader {
         BlockIter::new(self.index.clone(), self.opts.icmp.clone())
     }
 
-    fn index_handle(&self, it: &BlockIter) -> Result<BlockHandle> {
+    fn index_handle<B: Deref<Target = Block>>(&self, it: &BlockIter<B>) -> Result<BlockHandle> {
         BlockHandle::decode_exact(it.value()).ok_or_else(|| {
             self.corrupt(
                 self.footer.index.offset,
@@ -371,7 +384,7 @@ impl TableReader {
         })
     }
 
-    fn index_status(&self, it: &BlockIter) -> Result<()> {
+    fn index_status<B: Deref<Target = Block>>(&self, it: &BlockIter<B>) -> Result<()> {
         match it.corruption() {
             Some(c) => Err(self.block_corrupt(self.footer.index, "index", c)),
             None => Ok(()),
@@ -393,12 +406,40 @@ impl TableReader {
         if !self.may_contain(user_key(ikey)) {
             return Ok(());
         }
-        let mut index = self.index_iter();
+        // The index cursor borrows the pinned index block, so a lookup does not write its
+        // reference count, which every thread reading this table shares.
+        let (index_key, mut data_key) = GET_KEY_BUFFERS.take();
+        let mut index = BlockIter::with_key_buffer(&*self.index, self.opts.icmp.clone(), index_key);
+        let result = self.get_from(flags, ikey, visit, &mut index, &mut data_key);
+        let keep = |b: Vec<u8>| {
+            if b.capacity() > MAX_KEPT_KEY_BUFFER {
+                Vec::new()
+            } else {
+                b
+            }
+        };
+        GET_KEY_BUFFERS.set((keep(index.into_key_buffer()), keep(data_key)));
+        result
+    }
+
+    /// [`TableReader::get`] after the filter check, with its index cursor and the key buffer
+    /// for its data cursors (left in `data_key` for the next lookup).
+    #[allow(clippy::type_complexity)] // the visitor's type, as `get` spells it
+    fn get_from(
+        &self,
+        flags: ReadFlags,
+        ikey: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+        index: &mut BlockIter<&Block>,
+        data_key: &mut Vec<u8>,
+    ) -> Result<()> {
         index.seek(ikey);
         let mut first = true;
         while index.valid() {
-            let handle = self.index_handle(&index)?;
-            let mut data = BlockIter::new(self.read_block(handle, flags)?, self.opts.icmp.clone());
+            let handle = self.index_handle(index)?;
+            let block = self.read_block(handle, flags)?;
+            let mut data =
+                BlockIter::with_key_buffer(block, self.opts.icmp.clone(), std::mem::take(data_key));
             if first {
                 data.seek(ikey);
                 first = false;
@@ -407,16 +448,19 @@ impl TableReader {
             }
             while data.valid() {
                 if !visit(data.key(), data.value())? {
+                    *data_key = data.into_key_buffer();
                     return Ok(());
                 }
                 data.next();
             }
-            if let Some(c) = data.corruption() {
+            let corruption = data.corruption();
+            *data_key = data.into_key_buffer();
+            if let Some(c) = corruption {
                 return Err(self.block_corrupt(handle, "data", c));
             }
             index.next();
         }
-        self.index_status(&index)
+        self.index_status(index)
     }
 
     /// A cursor over every entry of the table.

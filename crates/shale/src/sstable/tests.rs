@@ -990,3 +990,56 @@ fn release_behind_gives_back_what_a_forward_scan_has_passed() {
     );
     assert!(recorder.released.lock().expect("not poisoned").is_empty());
 }
+
+#[test]
+fn point_lookups_nested_in_a_visit_see_their_own_keys() {
+    // Two tables whose keys differ in length, looked up alternately and one inside the other's
+    // visit: the thread's reused key buffers must never leak a key from one cursor to another.
+    let fs = MemFs::new();
+    let opts = table_opts(Compression::Lz4, 10, 256);
+    let short = dataset(300, 2, 21);
+    let long: Entries = short
+        .iter()
+        .map(|(k, v)| {
+            let p = parse_internal_key(k).expect("valid");
+            let mut user = p.user_key.to_vec();
+            user.extend_from_slice(b"-with-a-much-longer-suffix");
+            (make_internal_key(&user, p.sequence, p.kind), v.clone())
+        })
+        .collect();
+    write_table(&fs, Path::new("/short.sst"), &opts, &short);
+    write_table(&fs, Path::new("/long.sst"), &opts, &long);
+    let a = open(&fs, Path::new("/short.sst"), &opts, None).expect("open");
+    let b = open(&fs, Path::new("/long.sst"), &opts, None).expect("open");
+    for i in (0..300).step_by(7) {
+        let lk = LookupKey::new(&user(i), 2000);
+        let mut long_user = user(i);
+        long_user.extend_from_slice(b"-with-a-much-longer-suffix");
+        let long_lk = LookupKey::new(&long_user, 2000);
+        let mut outer = Vec::new();
+        let mut inner = Vec::new();
+        a.get(ReadFlags::default(), lk.internal_key(), &mut |k, v| {
+            if user_key(k) != user(i).as_slice() {
+                return Ok(false);
+            }
+            outer.push((k.to_vec(), v.to_vec()));
+            inner = get_versions(&b, ReadFlags::default(), long_lk.internal_key())?;
+            Ok(true)
+        })
+        .expect("get");
+        assert_eq!(
+            outer,
+            expected_versions(&short, lk.internal_key()),
+            "key {i}"
+        );
+        assert_eq!(
+            inner,
+            expected_versions(&long, long_lk.internal_key()),
+            "key {i}"
+        );
+        assert_eq!(
+            get_versions(&b, ReadFlags::default(), long_lk.internal_key()).expect("get"),
+            inner
+        );
+    }
+}
