@@ -163,6 +163,17 @@ impl WritableFile for PosixWritable {
     }
 }
 
+/// The size of a memory page: `madvise` ranges must start on a page boundary (4 KiB on x86-64,
+/// up to 64 KiB on some arm64 kernels, where a 4 KiB-aligned range is refused).
+fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf reads no memory of ours.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+    })
+}
+
 /// Allocates the blocks of `len` bytes of `file` at `offset` without changing its size
 /// (`fallocate` with `FALLOC_FL_KEEP_SIZE`): readers never see blocks past the size, and blocks
 /// within it that were holes keep reading as zeros. Returns whether it worked; failing is
@@ -219,7 +230,7 @@ impl PosixMappedLog {
         let Some(map) = self.map.as_ref() else {
             return;
         };
-        let page = 4096;
+        let page = page_size();
         let start = self.populated.max(self.len / page * page);
         let stop = (end + LOG_POPULATE_BYTES).min(self.capacity);
         if stop <= start {
@@ -415,7 +426,7 @@ impl RandomAccessFile for PosixMapped {
 
     fn release(&self, offset: u64, len: u64) {
         // Only whole pages inside the range: a page shared with a neighbouring block stays.
-        let page = 4096u64;
+        let page = page_size();
         let start = offset.div_ceil(page) * page;
         let end = offset.saturating_add(len).min(self.map.len() as u64) / page * page;
         if end <= start {
@@ -424,16 +435,15 @@ impl RandomAccessFile for PosixMapped {
         // SAFETY: the map is a shared, read-only mapping of a file nobody writes (tables are
         // immutable). MADV_DONTNEED on such a mapping only drops this process's page table
         // entries; the next access faults the same bytes back in from the page cache, so
-        // slices other threads hold into the map never see different contents.
-        let advised = unsafe {
+        // slices other threads hold into the map never see different contents. The result is
+        // ignored: this is a hint, and if the kernel refuses, the pages simply stay resident.
+        let _ = unsafe {
             self.map.unchecked_advise_range(
                 memmap2::UncheckedAdvice::DontNeed,
                 start as usize,
                 (end - start) as usize,
             )
         };
-        // A hint: if the kernel refuses, the pages simply stay resident.
-        let _ = advised;
     }
 }
 

@@ -137,6 +137,18 @@ fn scan_forward(it: &mut TableIterator) -> Result<Entries> {
     it.status().map(|()| out)
 }
 
+/// Every entry from the last back to the first, returned in forward order.
+fn scan_backward(it: &mut TableIterator) -> Result<Entries> {
+    let mut out = Vec::new();
+    it.seek_to_last();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev();
+    }
+    out.reverse();
+    it.status().map(|()| out)
+}
+
 /// Entries `get` visits for the lookup key, stopping after the user key changes.
 fn get_versions(t: &TableReader, flags: ReadFlags, ikey: &[u8]) -> Result<Entries> {
     let mut out = Vec::new();
@@ -204,15 +216,7 @@ fn round_trip_every_codec_with_and_without_bloom() {
 
             let mut it = t.iter(ReadFlags::default());
             assert_eq!(scan_forward(&mut it).expect("scan"), entries);
-            let mut backward = Vec::new();
-            it.seek_to_last();
-            while it.valid() {
-                backward.push((it.key().to_vec(), it.value().to_vec()));
-                it.prev();
-            }
-            it.status().expect("status");
-            backward.reverse();
-            assert_eq!(backward, entries);
+            assert_eq!(scan_backward(&mut it).expect("scan"), entries);
 
             for i in 0..400 {
                 let lk = LookupKey::new(&user(i), 1000);
@@ -493,15 +497,7 @@ fn long_scans_stop_using_the_cache_and_seeks_start_over() {
     assert_eq!((cache.hits(), cache.misses()), (streak, streak));
 
     // Backward from the end: the last `streak` blocks are new to the cache.
-    let mut backward = Vec::new();
-    it.seek_to_last();
-    while it.valid() {
-        backward.push((it.key().to_vec(), it.value().to_vec()));
-        it.prev();
-    }
-    it.status().expect("status");
-    backward.reverse();
-    assert_eq!(backward, entries);
+    assert_eq!(scan_backward(&mut it).expect("scan"), entries);
     assert_eq!(cache.len() as u64, 2 * streak);
 
     // A seek starts a new run: a short scan from the middle caches every block it enters.
