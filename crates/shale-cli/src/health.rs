@@ -51,7 +51,7 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
             l.level, l.files, l.bytes, l.score
         )?;
     }
-    let rows: [(&str, String); 20] = [
+    let rows: [(&str, String); 21] = [
         ("last_sequence", s.last_sequence.to_string()),
         ("user_writes", s.user_writes.to_string()),
         ("user_bytes_written", s.user_bytes_written.to_string()),
@@ -67,6 +67,7 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
         ),
         ("slowdowns", s.slowdowns.to_string()),
         ("stalls", s.stalls.to_string()),
+        ("stall_micros", s.stall_micros.to_string()),
         ("expired_dropped", s.expired_dropped.to_string()),
         ("filtered_dropped", s.filtered_dropped.to_string()),
         ("memtable_bytes", s.memtable_bytes.to_string()),

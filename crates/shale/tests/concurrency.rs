@@ -211,3 +211,33 @@ fn synced_writers_from_many_threads_are_durable_and_all_learn_of_a_failed_sync()
         }
     }
 }
+
+#[test]
+fn a_writer_held_up_by_a_slow_flush_counts_the_stall_and_its_time() {
+    use shale::env::FaultFs;
+
+    let fs = FaultFs::in_memory();
+    let options = Options {
+        fs: Arc::new(fs.clone()),
+        write_buffer_size: 64 * 1024,
+        ..Options::default()
+    };
+    let db = Db::open("/db", options).expect("open");
+    // Every flush syncs its table: at 20 ms a sync, a flush takes far longer than the writer
+    // takes to fill the next 64 KiB memtable, so the writer must wait for it.
+    fs.set_sync_latency(Some(std::time::Duration::from_millis(20)));
+    let started = std::time::Instant::now();
+    for i in 0..8_000u32 {
+        db.put(format!("key{i:06}"), [b'v'; 100]).expect("put");
+    }
+    let elapsed = started.elapsed();
+    fs.set_sync_latency(None);
+    let stats = db.stats();
+    assert!(stats.stalls > 0, "no stall counted: {stats:?}");
+    // The waits happened on this thread, within the loop.
+    let waited = std::time::Duration::from_micros(stats.stall_micros);
+    assert!(waited >= std::time::Duration::from_millis(1), "{waited:?}");
+    assert!(waited <= elapsed, "{waited:?} waited in {elapsed:?}");
+    let text = db.property("shale.stats").expect("stats property");
+    assert!(text.contains(" s waited)"), "{text}");
+}

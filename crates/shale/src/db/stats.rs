@@ -18,6 +18,7 @@ pub(crate) struct Counters {
     pub(crate) wal_syncs: AtomicU64,
     pub(crate) slowdowns: AtomicU64,
     pub(crate) stalls: AtomicU64,
+    pub(crate) stall_micros: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) flush_bytes: AtomicU64,
     pub(crate) compactions: AtomicU64,
@@ -123,6 +124,9 @@ pub struct DbStats {
     pub slowdowns: u64,
     /// Times a writer had to wait for a flush or compaction.
     pub stalls: u64,
+    /// Microseconds writers spent in those waits and in slowdowns: how much of a write load's
+    /// time went to back-pressure, which the count alone does not tell.
+    pub stall_micros: u64,
     /// Expired entries compaction removed (dropped, or replaced by a tombstone where one must
     /// hide older versions of the key).
     pub expired_dropped: u64,
@@ -217,6 +221,7 @@ impl DbInner {
             },
             slowdowns: load(&c.slowdowns),
             stalls: load(&c.stalls),
+            stall_micros: load(&c.stall_micros),
             expired_dropped: load(&c.expired_dropped),
             expired_bytes_reclaimed: load(&c.expired_bytes_reclaimed),
             filtered_dropped: load(&c.filtered_dropped),
@@ -314,8 +319,13 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     );
     let _ = writeln!(
         out,
-        "Flushes: {}; compactions: {}; trivial moves: {}; slowdowns: {}; stalls: {}",
-        s.flushes, s.compactions, s.trivial_moves, s.slowdowns, s.stalls
+        "Flushes: {}; compactions: {}; trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
+        s.flushes,
+        s.compactions,
+        s.trivial_moves,
+        s.slowdowns,
+        s.stalls,
+        s.stall_micros as f64 / 1e6
     );
     let _ = writeln!(
         out,

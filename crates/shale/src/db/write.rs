@@ -578,7 +578,9 @@ impl DbInner {
             if allow_delay && l0_files >= self.options.level0_slowdown_writes_trigger {
                 // Give compaction a little CPU instead of stopping the writer later.
                 self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);
+                let started = Instant::now();
                 MutexGuard::unlocked(state, || std::thread::sleep(SLOWDOWN_DELAY));
+                self.add_stall_time(started);
                 allow_delay = false;
                 continue;
             }
@@ -591,18 +593,27 @@ impl DbInner {
             if state.imm.len() + 1 >= self.options.max_write_buffer_number {
                 self.stats.stalls.fetch_add(1, Ordering::Relaxed);
                 self.work_available.notify_all();
+                let started = Instant::now();
                 self.background_done.wait(state);
+                self.add_stall_time(started);
                 continue;
             }
             if l0_files >= self.options.level0_stop_writes_trigger {
                 self.stats.stalls.fetch_add(1, Ordering::Relaxed);
                 self.work_available.notify_all();
+                let started = Instant::now();
                 self.background_done.wait(state);
+                self.add_stall_time(started);
                 continue;
             }
             self.switch_memtable(state)?;
             force = false;
         }
+    }
+
+    fn add_stall_time(&self, started: Instant) {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.stall_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
     /// Freezes the active memtable and starts a new WAL. REQUIRES: `state` held by the leader.
