@@ -30,6 +30,14 @@ pub struct MergingIterator {
     /// child: the smallest key on top when moving forward, the largest in reverse.
     heap: Vec<usize>,
     direction: Direction,
+    /// The first child (by index) that stopped on an error at its last move, if any.
+    ///
+    /// Why: `status` is asked after every user-visible step (an error must surface before the
+    /// merge goes on without that child), and asking every child cost a virtual call per child
+    /// per step: 4.5% of a backward scan over eleven children. A child only meets an error
+    /// when it moves, and then turns invalid (the `InternalIterator` contract), so checking
+    /// the children that turn invalid, as they leave the heap, finds every error.
+    failed: Option<usize>,
 }
 
 impl MergingIterator {
@@ -41,6 +49,7 @@ impl MergingIterator {
             children,
             heap,
             direction: Direction::Forward,
+            failed: None,
         }
     }
 
@@ -82,9 +91,12 @@ impl MergingIterator {
     /// Builds the heap from every valid child, after all of them moved.
     fn rebuild(&mut self) {
         self.heap.clear();
+        self.failed = None;
         for (i, child) in self.children.iter().enumerate() {
             if child.valid() {
                 self.heap.push(i);
+            } else if self.failed.is_none() && child.status().is_err() {
+                self.failed = Some(i);
             }
         }
         for pos in (0..self.heap.len() / 2).rev() {
@@ -96,6 +108,9 @@ impl MergingIterator {
     fn reposition_top(&mut self) {
         let top = self.heap[0];
         if !self.children[top].valid() {
+            if self.children[top].status().is_err() && self.failed.is_none_or(|f| top < f) {
+                self.failed = Some(top);
+            }
             self.heap.swap_remove(0);
             if self.heap.is_empty() {
                 return;
@@ -207,10 +222,10 @@ impl InternalIterator for MergingIterator {
     }
 
     fn status(&self) -> Result<()> {
-        for child in &self.children {
-            child.status()?;
+        match self.failed {
+            Some(i) => self.children[i].status(),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -292,5 +307,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_child_that_stops_on_an_error_is_reported_at_once_in_both_directions() {
+        let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
+        let entries = |prefix: &str, seq: u64| -> Vec<(Vec<u8>, Vec<u8>)> {
+            (0..10)
+                .map(|i| {
+                    let k = format!("{i:02}{prefix}");
+                    (
+                        make_internal_key(k.as_bytes(), seq, ValueKind::Value),
+                        b"v".to_vec(),
+                    )
+                })
+                .collect()
+        };
+        let make = || {
+            let children: Vec<Box<dyn InternalIterator>> = vec![
+                Box::new(VecIterator::new(entries("a", 1), icmp.clone())),
+                Box::new(VecIterator::failing_at(entries("b", 2), icmp.clone(), 5)),
+                Box::new(VecIterator::new(entries("c", 3), icmp.clone())),
+            ];
+            MergingIterator::new(icmp.clone(), children)
+        };
+        // Forward: 00a..04b come out cleanly; stepping off 04b lands the failing child on its
+        // bad entry (05b), and the merge reports it at that step although the other children go
+        // on.
+        let mut merged = make();
+        merged.seek_to_first();
+        let mut clean = 0;
+        while merged.valid() && merged.status().is_ok() {
+            clean += 1;
+            merged.next();
+        }
+        assert_eq!(clean, 4 * 3 + 2, "the error surfaced at the wrong step");
+        assert!(merged.valid(), "the other children were dropped too");
+        assert!(merged.status().is_err());
+        // Backward from the end: 09c..06b, then stepping back off 06b lands on 05b.
+        merged.seek_to_last();
+        let mut clean = 0;
+        while merged.valid() && merged.status().is_ok() {
+            clean += 1;
+            merged.prev();
+        }
+        assert_eq!(clean, 3 * 3 + 2);
+        assert!(merged.status().is_err());
+        // A seek away from the bad entry clears it, as it clears the child's own error.
+        let target = make_internal_key(b"07", u64::MAX >> 8, ValueKind::Value);
+        merged.seek(&target);
+        assert!(merged.valid());
+        assert!(merged.status().is_ok());
     }
 }

@@ -1,7 +1,7 @@
 //! A sorted-vector iterator for tests of the iterators built on top of sources.
 
 use super::InternalIterator;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::InternalKeyComparator;
 use std::cmp::Ordering;
 
@@ -10,6 +10,9 @@ pub(crate) struct VecIterator {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     icmp: InternalKeyComparator,
     pos: Option<usize>,
+    /// An entry that cannot be read: a move onto it leaves the iterator invalid with an error.
+    fail_at: Option<usize>,
+    failed: bool,
 }
 
 impl VecIterator {
@@ -19,7 +22,28 @@ impl VecIterator {
             entries,
             icmp,
             pos: None,
+            fail_at: None,
+            failed: false,
         }
+    }
+
+    /// Like [`VecIterator::new`], but entry `index` (in sorted order) cannot be read: landing
+    /// on it stops the iterator with a corruption error, as a bad block stops a table iterator.
+    pub(crate) fn failing_at(
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+        icmp: InternalKeyComparator,
+        index: usize,
+    ) -> Self {
+        VecIterator {
+            fail_at: Some(index),
+            ..VecIterator::new(entries, icmp)
+        }
+    }
+
+    /// Applies the failure after a move to `pos`.
+    fn land(&mut self, pos: Option<usize>) {
+        self.failed = pos.is_some() && pos == self.fail_at;
+        self.pos = if self.failed { None } else { pos };
     }
 }
 
@@ -28,32 +52,35 @@ impl InternalIterator for VecIterator {
         self.pos.is_some()
     }
     fn seek_to_first(&mut self) {
-        self.pos = if self.entries.is_empty() {
+        let pos = if self.entries.is_empty() {
             None
         } else {
             Some(0)
         };
+        self.land(pos);
     }
     fn seek_to_last(&mut self) {
-        self.pos = self.entries.len().checked_sub(1);
+        self.land(self.entries.len().checked_sub(1));
     }
     fn seek(&mut self, target: &[u8]) {
         let i = self
             .entries
             .partition_point(|(k, _)| self.icmp.compare(k, target) == Ordering::Less);
-        self.pos = (i < self.entries.len()).then_some(i);
+        self.land((i < self.entries.len()).then_some(i));
     }
     fn seek_for_prev(&mut self, target: &[u8]) {
         let i = self
             .entries
             .partition_point(|(k, _)| self.icmp.compare(k, target) != Ordering::Greater);
-        self.pos = i.checked_sub(1);
+        self.land(i.checked_sub(1));
     }
     fn next(&mut self) {
-        self.pos = self.pos.map(|p| p + 1).filter(|&p| p < self.entries.len());
+        let pos = self.pos.map(|p| p + 1).filter(|&p| p < self.entries.len());
+        self.land(pos);
     }
     fn prev(&mut self) {
-        self.pos = self.pos.and_then(|p| p.checked_sub(1));
+        let pos = self.pos.and_then(|p| p.checked_sub(1));
+        self.land(pos);
     }
     fn key(&self) -> &[u8] {
         self.pos
@@ -66,6 +93,13 @@ impl InternalIterator for VecIterator {
             .unwrap_or(&[])
     }
     fn status(&self) -> Result<()> {
-        Ok(())
+        match (self.failed, self.fail_at) {
+            (true, Some(index)) => Err(Error::corruption(
+                "test-source",
+                index as u64,
+                "entry cannot be read",
+            )),
+            _ => Ok(()),
+        }
     }
 }
