@@ -590,15 +590,11 @@ impl DbInner {
             if force && state.mem.is_empty() {
                 return Ok(());
             }
-            if state.imm.len() + 1 >= self.options.max_write_buffer_number {
-                self.stats.stalls.fetch_add(1, Ordering::Relaxed);
-                self.work_available.notify_all();
-                let started = Instant::now();
-                self.background_done.wait(state);
-                self.add_stall_time(started);
-                continue;
-            }
-            if l0_files >= self.options.level0_stop_writes_trigger {
+            if state.imm.len() + 1 >= self.options.max_write_buffer_number
+                || l0_files >= self.options.level0_stop_writes_trigger
+            {
+                // Every frozen memtable is still flushing, or level 0 is too deep: wait for
+                // background work.
                 self.stats.stalls.fetch_add(1, Ordering::Relaxed);
                 self.work_available.notify_all();
                 let started = Instant::now();
@@ -611,6 +607,7 @@ impl DbInner {
         }
     }
 
+    /// Adds the time since `started` to the writers' stall time.
     fn add_stall_time(&self, started: Instant) {
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.stats.stall_micros.fetch_add(micros, Ordering::Relaxed);
