@@ -51,12 +51,13 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
             l.level, l.files, l.bytes, l.score
         )?;
     }
-    let rows: [(&str, String); 21] = [
+    let rows: [(&str, String); 22] = [
         ("last_sequence", s.last_sequence.to_string()),
         ("user_writes", s.user_writes.to_string()),
         ("user_bytes_written", s.user_bytes_written.to_string()),
         ("wal_bytes", s.wal_bytes.to_string()),
         ("wal_syncs", s.wal_syncs.to_string()),
+        ("wal_files_reused", s.wal_files_reused.to_string()),
         ("flushes", s.flushes.to_string()),
         ("flush_bytes", s.flush_bytes.to_string()),
         ("compactions", s.compactions.to_string()),
@@ -141,6 +142,8 @@ fn tail_is_crash_artifact(reason: &str) -> bool {
         || reason.contains("partial fragment header")
         || reason.contains("zeroed space")
         || reason.contains("runs past its block")
+        // A reused WAL file still holds its earlier log's bytes past the new log's end.
+        || reason.contains("an earlier use of this file")
 }
 
 /// `check DB`.
@@ -479,6 +482,11 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
                         }
                     }
                     records += 1;
+                    if sealed {
+                        // A WAL's last record: a reused file may hold an earlier log's bytes
+                        // after it (recovery stops here too).
+                        break;
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {

@@ -748,10 +748,12 @@ mod tests {
         w.close().expect("close");
         #[rustfmt::skip]
         let expect: &[u8] = &[
-            0x56, 0x7b, 0x6c, 0xf1, 0x15, 0x00, 0x01,   // masked crc, length 21, FULL
-            b's', b'h', b'a', b'l', b'e', b'L', b'O', b'G', 2, 0, 0, 0, // magic, version 2
+            0xe1, 0x19, 0x6f, 0x14, 0x15, 0x00, 0x05,   // masked crc, length 21, recyclable FULL
+            7, 0, 0, 0,                                 // of log 7
+            b's', b'h', b'a', b'l', b'e', b'L', b'O', b'G', 3, 0, 0, 0, // magic, version 3
             1, 7, 0, 0, 0, 0, 0, 0, 0,                  // kind WAL, file number 7
-            0xe7, 0x5a, 0x4d, 0x00, 0x11, 0x00, 0x01,   // masked crc, length 17, FULL
+            0x1c, 0x78, 0x36, 0x2c, 0x11, 0x00, 0x05,   // masked crc, length 17, recyclable FULL
+            7, 0, 0, 0,                                 // of log 7
             1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,         // sequence 1, count 1
             1, 1, b'k', 1, b'v',                        // Value "k" -> "v"
         ];
@@ -764,7 +766,7 @@ mod tests {
             Some(7),
         );
         let record = r.read_record().expect("read").expect("one record");
-        assert_eq!(r.last_record_offset(), 28);
+        assert_eq!(r.last_record_offset(), 32);
         let decoded = WriteBatch::from_data(record, &path, r.last_record_offset()).expect("decode");
         assert_eq!(decoded.data(), batch.data());
         assert!(r.read_record().expect("read").is_none());

@@ -45,9 +45,15 @@ fn named(fs: &MemFs, prefix: &str, suffix: &str) -> std::path::PathBuf {
 
 /// Bug: a bit flip in the last manifest record was dropped as a torn tail, so a flush edit
 /// already acted on (its WAL deleted) vanished and the table's keys were lost without an error.
+/// WALs are deleted here, not kept for reuse: a kept WAL would still hold the keys (see the
+/// next test).
 #[test]
 fn regression_damaged_last_manifest_record_dropped_as_torn_tail() {
     let fs = MemFs::new();
+    let options = |fs: &MemFs| Options {
+        recycle_log_file_num: 0,
+        ..options(fs)
+    };
     {
         let db = Db::open("/db", options(&fs)).expect("open");
         db.put("a", "1").expect("put");
@@ -69,6 +75,28 @@ fn regression_damaged_last_manifest_record_dropped_as_torn_tail() {
             db.get("b").expect("get")
         ),
     }
+}
+
+/// The same damage when the flushed WAL was kept for reuse instead of deleted: the manifest
+/// without its last edit names that WAL as live again, it still holds the flushed key, and
+/// recovery replays it. Nothing is lost.
+#[test]
+fn damaged_last_manifest_record_with_the_flushed_wal_kept_for_reuse() {
+    let fs = MemFs::new();
+    {
+        let db = Db::open("/db", options(&fs)).expect("open");
+        db.put("a", "1").expect("put");
+        db.flush().expect("flush");
+        db.put("b", "2").expect("put");
+        db.flush().expect("flush");
+        assert_eq!(db.stats().wal_files_reused, 1);
+    }
+    let manifest = named(&fs, "MANIFEST-", "");
+    let len = fs.contents(&manifest).expect("manifest").len();
+    assert!(flip_bit(&fs, &manifest, len - 2, 0));
+    let db = Db::open("/db", options(&fs)).expect("open replays the kept WAL");
+    assert_eq!(db.get("a").expect("get"), Some(b"1".to_vec()));
+    assert_eq!(db.get("b").expect("get"), Some(b"2".to_vec()));
 }
 
 /// Bug: damage in the middle of the newest WAL, with intact records after it in the same

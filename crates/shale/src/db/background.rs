@@ -242,6 +242,11 @@ impl DbInner {
             }
         };
         for name in names {
+            if let Some(FileType::Wal(n)) = parse_file_name(&name) {
+                if n < log_number && self.keep_for_reuse(state, n) {
+                    continue;
+                }
+            }
             let obsolete = match parse_file_name(&name) {
                 Some(FileType::Wal(n)) => n < log_number,
                 Some(FileType::Manifest(n)) => n < manifest_number,
@@ -261,6 +266,21 @@ impl DbInner {
                 tracing::warn!(file = %name, %e, "cannot delete obsolete file");
             }
         }
+    }
+
+    /// Whether the finished WAL `number` is (now) kept to be written over by a later WAL
+    /// instead of deleted: one this process created, while the pool has room.
+    fn keep_for_reuse(&self, state: &mut DbState, number: u64) -> bool {
+        if state.recyclable_wals.contains(&number) {
+            return true;
+        }
+        if number < state.first_own_wal
+            || state.recyclable_wals.len() >= self.options.recycle_log_file_num
+        {
+            return false;
+        }
+        state.recyclable_wals.push(number);
+        true
     }
 
     /// Compacts `[begin, end]` level by level, after flushing the memtable; then rewrites the

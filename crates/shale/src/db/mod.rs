@@ -153,6 +153,13 @@ pub(crate) struct DbState {
     pub(crate) mem_wal_number: u64,
     /// Frozen memtables waiting to be flushed, oldest first, with the WAL each was written to.
     pub(crate) imm: VecDeque<(Arc<MemTable>, u64)>,
+    /// Numbers of finished WALs kept to be written over by the next WALs
+    /// ([`crate::Options::recycle_log_file_num`]). Their files stay under their old names,
+    /// older than the manifest's log number, so recovery ignores them.
+    pub(crate) recyclable_wals: Vec<u64>,
+    /// The first WAL this process created. Only WALs from it on are reused: they are known to
+    /// be framed in recyclable fragments, which a reader tells from a later log's.
+    pub(crate) first_own_wal: u64,
     pub(crate) versions: VersionSet,
     /// Set by a failed WAL write or sync or a failed background job; refuses writes until reopen.
     pub(crate) bg_error: Option<Error>,

@@ -214,6 +214,8 @@ fn build_inner(p: Parts<'_>) -> DbInner {
             mem: p.mem,
             mem_wal_number: p.wal_number,
             imm: VecDeque::new(),
+            recyclable_wals: Vec::new(),
+            first_own_wal: p.wal_number,
             versions: p.versions,
             bg_error: None,
             pending_outputs: BTreeSet::new(),
@@ -409,8 +411,14 @@ impl Replay<'_> {
         while let Some(record) = reader.read_record()? {
             let offset = reader.last_record_offset();
             match WalMarker::of_record(&record) {
-                Some(marker) => {
-                    sealed = marker == WalMarker::Seal;
+                Some(WalMarker::Seal) => {
+                    // The seal is a WAL's last record. A reused file whose trim at close was
+                    // lost with the power may still hold an earlier log's bytes after it.
+                    sealed = true;
+                    break;
+                }
+                Some(_) => {
+                    sealed = false;
                     continue;
                 }
                 None => sealed = false,

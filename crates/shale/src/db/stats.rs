@@ -16,6 +16,7 @@ pub(crate) struct Counters {
     pub(crate) blob_bytes_written: AtomicU64,
     pub(crate) blob_bytes_relocated: AtomicU64,
     pub(crate) wal_syncs: AtomicU64,
+    pub(crate) wal_files_reused: AtomicU64,
     pub(crate) slowdowns: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
@@ -120,6 +121,9 @@ pub struct DbStats {
     pub trivial_moves: u64,
     /// Bytes written to tables, WALs and blob files for each byte of user data.
     pub write_amplification: f64,
+    /// WALs started in a reused file instead of a new one
+    /// ([`crate::Options::recycle_log_file_num`]).
+    pub wal_files_reused: u64,
     /// Writes delayed by a level-0 slowdown.
     pub slowdowns: u64,
     /// Times a writer had to wait for a flush or compaction.
@@ -219,6 +223,7 @@ impl DbInner {
                     as f64
                     / user as f64
             },
+            wal_files_reused: load(&c.wal_files_reused),
             slowdowns: load(&c.slowdowns),
             stalls: load(&c.stalls),
             stall_micros: load(&c.stall_micros),
@@ -310,11 +315,12 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     }
     let _ = writeln!(
         out,
-        "User writes: {} ops, {:.1} MB; WAL: {:.1} MB, {} syncs; write amplification {:.2}",
+        "User writes: {} ops, {:.1} MB; WAL: {:.1} MB, {} syncs, {} files reused; write amplification {:.2}",
         s.user_writes,
         mb(s.user_bytes_written),
         mb(s.wal_bytes),
         s.wal_syncs,
+        s.wal_files_reused,
         s.write_amplification
     );
     let _ = writeln!(

@@ -638,8 +638,17 @@ impl DbInner {
                 sealed.push(wal_file_name(&self.dir, old_number));
             }
             let path = wal_file_name(&self.dir, number);
-            let file = self.options.fs.create_log(&path)?;
+            let file = match state.recyclable_wals.pop() {
+                Some(old) => {
+                    self.stats.wal_files_reused.fetch_add(1, Ordering::Relaxed);
+                    let old_path = wal_file_name(&self.dir, old);
+                    self.options.fs.reuse_log(&old_path, &path)?
+                }
+                None => self.options.fs.create_log(&path)?,
+            };
             let new_log = LogWriter::new(file, path, LogKind::Wal, number)?;
+            // Also makes a reused file's new name durable: recovery then reads it as the new
+            // log, whose fragments it tells from those the file's earlier log left.
             self.options.fs.sync_dir(&self.dir)?;
             *wal = Some(new_log);
             Ok(())

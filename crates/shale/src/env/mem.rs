@@ -63,11 +63,21 @@ fn not_found(op: &'static str, path: &Path) -> Error {
 struct MemWritable {
     data: Contents,
     len: u64,
+    /// A reused log: appends write over the old bytes, and `close` trims what is left of them.
+    overwrite: bool,
 }
 
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.data.write().extend_from_slice(data);
+        let mut contents = self.data.write();
+        let start = usize::try_from(self.len).unwrap_or(usize::MAX);
+        if self.overwrite && start < contents.len() {
+            let over = data.len().min(contents.len() - start);
+            contents[start..start + over].copy_from_slice(&data[..over]);
+            contents.extend_from_slice(&data[over..]);
+        } else {
+            contents.extend_from_slice(data);
+        }
         self.len += data.len() as u64;
         Ok(())
     }
@@ -78,6 +88,12 @@ impl WritableFile for MemWritable {
         Ok(())
     }
     fn close(&mut self) -> Result<()> {
+        if self.overwrite {
+            self.data
+                .write()
+                .truncate(usize::try_from(self.len).unwrap_or(usize::MAX));
+            self.overwrite = false;
+        }
         Ok(())
     }
     fn len(&self) -> u64 {
@@ -151,7 +167,20 @@ impl Fs for MemFs {
             .lock()
             .files
             .insert(path.to_path_buf(), data.clone());
-        Ok(Box::new(MemWritable { data, len: 0 }))
+        Ok(Box::new(MemWritable {
+            data,
+            len: 0,
+            overwrite: false,
+        }))
+    }
+
+    fn reuse_log(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.rename(old, path)?;
+        Ok(Box::new(MemWritable {
+            data: self.get(path, "open")?,
+            len: 0,
+            overwrite: true,
+        }))
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

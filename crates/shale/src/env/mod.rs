@@ -86,6 +86,16 @@ pub trait Fs: Send + Sync + 'static {
     fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         self.create(path)
     }
+    /// Renames the finished log `old` to `path` and opens it to be written again from its
+    /// first byte, like [`Fs::create_log`] but keeping the file's blocks (and the page cache's
+    /// copy of them): bytes past what the new log writes still hold the old log's until the
+    /// file is closed, which trims it. Writing over cached, allocated pages is much cheaper than
+    /// growing a file. The rename is durable only once the directory is synced. Defaults to a
+    /// rename and [`Fs::create_log`], which starts the file empty.
+    fn reuse_log(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.rename(old, path)?;
+        self.create_log(path)
+    }
     /// Opens an existing file for positional reads.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Opens an existing file for sequential reads.

@@ -511,6 +511,36 @@ impl Fs for PosixFs {
         Ok(Box::new(log))
     }
 
+    fn reuse_log(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        if !self.mmap_reads {
+            self.rename(old, path)?;
+            return self.create_log(path);
+        }
+        self.rename(old, path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("open", path, e))?
+            .len();
+        let mut log = PosixMappedLog {
+            path: path.to_path_buf(),
+            file: Some(file),
+            map: None,
+            len: 0,
+            capacity: 0,
+            synced: 0,
+            populated: 0,
+        };
+        // Map whole chunks over the old bytes, so the appends write over cached pages the
+        // file system has already allocated; `close` trims to what this log wrote.
+        log.grow(size.div_ceil(LOG_CHUNK_BYTES).max(1) * LOG_CHUNK_BYTES)?;
+        Ok(Box::new(log))
+    }
+
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
         let size = file

@@ -3,13 +3,17 @@
 //! recognised and dropped while damage in the middle of a file is reported.
 //!
 //! ```text
-//! block := fragment* trailer?          (trailer: < 7 zero bytes that cannot hold a header)
+//! block := fragment* trailer?          (trailer: zero bytes too few to hold a header)
 //! fragment := crc32c_masked: fixed32 | length: fixed16 | type: u8 | payload: length bytes
-//! type := 1 FULL | 2 FIRST | 3 MIDDLE | 4 LAST
+//!           | crc32c_masked: fixed32 | length: fixed16 | type: u8 | log: fixed32 | payload
+//! type := 1 FULL | 2 FIRST | 3 MIDDLE | 4 LAST     (manifests)
+//!       | 5 FULL | 6 FIRST | 7 MIDDLE | 8 LAST     (WALs: recyclable, naming their log)
 //! ```
-//! The crc covers the type byte and the payload. The first record of every file is a header:
-//! `magic "shaleLOG" | version: fixed32 | file kind: u8 | file number: fixed64`.
-//! Format doc: `docs/format/wal.md`.
+//! The crc covers the type byte, the log number of a recyclable fragment, and the payload.
+//! Recyclable fragments let a WAL file be reused for a later log without clearing it: the
+//! previous use's fragments name another log, so a reader stops at them. The first record of
+//! every file is a header: `magic "shaleLOG" | version: fixed32 | file kind: u8 | file number:
+//! fixed64`. Format doc: `docs/format/wal.md`.
 //!
 //! Thread-safety: a [`LogWriter`] or [`LogReader`] belongs to one thread at a time.
 
@@ -23,12 +27,18 @@ pub use writer::LogWriter;
 pub const BLOCK_SIZE: usize = 32 * 1024;
 /// Bytes of a fragment header: checksum, length, type.
 pub const HEADER_SIZE: usize = 7;
+/// Bytes of a recyclable fragment's header: checksum, length, type, log number.
+pub const RECYCLABLE_HEADER_SIZE: usize = HEADER_SIZE + 4;
 /// Magic bytes opening the header record of every log file.
 pub const LOG_MAGIC: &[u8; 8] = b"shaleLOG";
 /// The log format version written by this build. Version 2 WALs end, once sealed by a memtable
-/// switch, with a seal record, and may carry sync markers (`docs/format/wal.md`); a manifest's
-/// records are the same in both versions.
-pub const LOG_FORMAT_VERSION: u32 = 2;
+/// switch, with a seal record, and may carry sync markers; version 3 WALs are framed in
+/// recyclable fragments (`docs/format/wal.md`). A manifest's records are the same in every
+/// version; its header says 3 so that a build that cannot read version 3 WALs refuses the
+/// database instead of taking their fragments for a torn tail.
+pub const LOG_FORMAT_VERSION: u32 = 3;
+/// The first log format version whose WALs are framed in recyclable fragments.
+pub const RECYCLABLE_LOG_FORMAT_VERSION: u32 = 3;
 /// The oldest log format version this build reads.
 pub const OLDEST_LOG_FORMAT_VERSION: u32 = 1;
 
@@ -46,16 +56,41 @@ pub enum FragmentType {
     Last = 4,
 }
 
+/// A recyclable fragment's type byte is its [`FragmentType`] plus this.
+const RECYCLABLE_TYPE_OFFSET: u8 = 4;
+
 impl FragmentType {
-    fn from_u8(b: u8) -> Option<Self> {
-        match b {
-            1 => Some(FragmentType::Full),
-            2 => Some(FragmentType::First),
-            3 => Some(FragmentType::Middle),
-            4 => Some(FragmentType::Last),
-            _ => None,
+    /// The type of a type byte and whether the fragment is recyclable (bytes 5 to 8).
+    fn from_u8(b: u8) -> Option<(Self, bool)> {
+        let (plain, recyclable) = match b {
+            1..=4 => (b, false),
+            5..=8 => (b - RECYCLABLE_TYPE_OFFSET, true),
+            _ => return None,
+        };
+        let kind = match plain {
+            1 => FragmentType::Full,
+            2 => FragmentType::First,
+            3 => FragmentType::Middle,
+            _ => FragmentType::Last,
+        };
+        Some((kind, recyclable))
+    }
+
+    /// The stored type byte.
+    fn byte(self, recyclable: bool) -> u8 {
+        if recyclable {
+            self as u8 + RECYCLABLE_TYPE_OFFSET
+        } else {
+            self as u8
         }
     }
+}
+
+/// The log number a recyclable fragment carries: the low 32 bits of the file number. Numbers
+/// are never reused, so a fragment left by a file's earlier use names another log (until 2^32
+/// more files have been numbered).
+pub fn recycle_id(file_number: u64) -> u32 {
+    file_number as u32
 }
 
 /// What a log file holds, recorded in its header. Persisted: never renumber.
@@ -81,6 +116,17 @@ impl LogKind {
 fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
     crate::codec::mask_crc(crate::codec::crc32c_extend(
         crate::codec::crc32c(&[kind]),
+        payload,
+    ))
+}
+
+/// The checksum of a recyclable fragment: over its type byte, its log number and its payload.
+fn recyclable_fragment_crc(kind: u8, log: u32, payload: &[u8]) -> u32 {
+    let mut prefix = [0u8; 5];
+    prefix[0] = kind;
+    prefix[1..].copy_from_slice(&log.to_le_bytes());
+    crate::codec::mask_crc(crate::codec::crc32c_extend(
+        crate::codec::crc32c(&prefix),
         payload,
     ))
 }
@@ -210,8 +256,128 @@ mod tests {
         let file = fs.open_sequential(&path).expect("open");
         let mut r = LogReader::new(file, path.clone(), LogKind::Manifest, None);
         assert!(r.read_record().is_err(), "wrong kind must be refused");
+        // A WAL's fragments name their log: a file holding log 7 read as log 8 is a reused
+        // file whose new header never reached the disk, so it holds no record of log 8.
         let file = fs.open_sequential(&path).expect("open");
         let mut r = LogReader::new(file, path.clone(), LogKind::Wal, Some(8));
+        assert_eq!(r.read_record().expect("read"), None);
+        let torn = r.torn_tail().expect("reported as a torn tail");
+        assert_eq!(torn.offset, 0);
+        assert!(torn.reason.contains("log 7"), "{}", torn.reason);
+        // A manifest (plain fragments) is still refused when its header names another file.
+        let file = fs.create(&path).expect("create");
+        let mut w = LogWriter::new(file, path.clone(), LogKind::Manifest, 7).expect("writer");
+        w.add_record(b"edit").expect("add");
+        w.close().expect("close");
+        let file = fs.open_sequential(&path).expect("open");
+        let mut r = LogReader::new(file, path.clone(), LogKind::Manifest, Some(8));
         assert!(r.read_record().is_err(), "wrong number must be refused");
+    }
+
+    /// Writes log `number` over the start of the file at `path`, as a reused WAL does, leaving
+    /// whatever the earlier log wrote past it; `close` trims those bytes off.
+    fn write_reused(fs: &MemFs, path: &Path, number: u64, records: &[Vec<u8>], close: bool) {
+        let old = path.with_extension("old");
+        fs.rename(path, &old).expect("rename");
+        let file = fs.reuse_log(&old, path).expect("reuse");
+        let mut w = LogWriter::new(file, path.to_path_buf(), LogKind::Wal, number).expect("w");
+        for r in records {
+            w.add_record(r).expect("add");
+        }
+        if close {
+            w.close().expect("close");
+        }
+    }
+
+    fn read_log(
+        fs: &MemFs,
+        path: &Path,
+        number: u64,
+    ) -> (Result<Vec<Vec<u8>>, Error>, Option<TornTail>) {
+        let file = fs.open_sequential(path).expect("open");
+        let mut r = LogReader::new(file, path.to_path_buf(), LogKind::Wal, Some(number));
+        let mut out = Vec::new();
+        loop {
+            match r.read_record() {
+                Ok(Some(rec)) => out.push(rec),
+                Ok(None) => return (Ok(out), r.torn_tail().cloned()),
+                Err(e) => return (Err(e), None),
+            }
+        }
+    }
+
+    /// `n` records of 100 to 999 bytes.
+    fn many_records(tag: u8, n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| vec![tag.wrapping_add(i as u8); 100 + i % 900])
+            .collect()
+    }
+
+    #[test]
+    fn reused_file_reads_only_the_new_log() {
+        let fs = MemFs::new();
+        let path = PathBuf::from("/log");
+        let old = many_records(1, 300); // about 2.3 blocks
+        write_records(&fs, &path, &old);
+        let new = many_records(9, 40);
+        write_reused(&fs, &path, 11, &new, false);
+        // Not closed (a process crash): the rest of the file is log 7's, a torn tail of log 11.
+        let (got, torn) = read_log(&fs, &path, 11);
+        assert_eq!(got.expect("read"), new);
+        let torn = torn.expect("the earlier log's bytes are a torn tail");
+        assert!(torn.reason.contains("log 7"), "{}", torn.reason);
+        // Closed: trimmed to the new log, which ends cleanly.
+        write_reused(&fs, &path, 12, &new, true);
+        let (got, torn) = read_log(&fs, &path, 12);
+        assert_eq!(got.expect("read"), new);
+        assert!(torn.is_none());
+        // The new log ends exactly where an earlier record starts (same header size, same
+        // first record): that record is intact, checksum and all, but names log 7.
+        write_records(&fs, &path, &old);
+        write_reused(&fs, &path, 14, &old[..1], false);
+        let (got, torn) = read_log(&fs, &path, 14);
+        assert_eq!(got.expect("read"), old[..1].to_vec());
+        assert!(torn.expect("torn tail").reason.contains("log 7"));
+        // Every cut of an unclosed reused file is a clean prefix of the new log.
+        write_records(&fs, &path, &old);
+        write_reused(&fs, &path, 13, &new, false);
+        let full = fs.contents(&path).expect("contents");
+        let mut cut = 0;
+        while cut < full.len() {
+            fs.set_contents(&path, full[..cut].to_vec());
+            let (got, _) = read_log(&fs, &path, 13);
+            let got = got.unwrap_or_else(|e| panic!("cut at {cut} gave {e}"));
+            assert_eq!(got[..], new[..got.len()], "cut at {cut}");
+            cut += 331;
+        }
+    }
+
+    #[test]
+    fn damage_in_a_reused_file_is_told_from_the_earlier_log() {
+        let fs = MemFs::new();
+        let path = PathBuf::from("/log");
+        write_records(&fs, &path, &many_records(1, 900)); // about 15 blocks
+        let new = many_records(9, 400); // about 4 blocks
+        write_reused(&fs, &path, 11, &new, false);
+        let pristine = fs.contents(&path).expect("contents");
+        // Damage in the new log's last block, followed only by the earlier log: a torn tail.
+        let mut data = pristine.clone();
+        data[3 * BLOCK_SIZE + 40] ^= 1;
+        fs.set_contents(&path, data);
+        let (got, torn) = read_log(&fs, &path, 11);
+        let got = got.expect("a torn tail, not corruption");
+        assert!(
+            got.len() < new.len() && got[..] == new[..got.len()],
+            "{} of {}: {torn:?}",
+            got.len(),
+            new.len()
+        );
+        assert!(torn.is_some());
+        // Damage in the first block, followed by intact blocks of the new log: corruption.
+        let mut data = pristine;
+        data[100] ^= 1;
+        fs.set_contents(&path, data);
+        let (got, _) = read_log(&fs, &path, 11);
+        assert!(matches!(got, Err(Error::Corruption { .. })), "{got:?}");
     }
 }

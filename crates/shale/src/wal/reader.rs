@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use super::{
-    fragment_crc, FragmentType, LogKind, BLOCK_SIZE, HEADER_SIZE, LOG_FORMAT_VERSION, LOG_MAGIC,
-    OLDEST_LOG_FORMAT_VERSION,
+    fragment_crc, recyclable_fragment_crc, recycle_id, FragmentType, LogKind, BLOCK_SIZE,
+    HEADER_SIZE, LOG_FORMAT_VERSION, LOG_MAGIC, OLDEST_LOG_FORMAT_VERSION, RECYCLABLE_HEADER_SIZE,
+    RECYCLABLE_LOG_FORMAT_VERSION,
 };
 use crate::codec::{decode_fixed32, Decoder};
 use crate::env::SequentialFile;
@@ -40,6 +41,20 @@ pub struct LogReader {
     torn: Option<TornTail>,
     record_offset: u64,
     finished: bool,
+    /// Whether the file is framed in recyclable fragments: decided by its first fragment.
+    recyclable: Option<bool>,
+    /// The log number this file's recyclable fragments carry: from the expected file number,
+    /// or else from the first fragment. Fragments naming another log are an earlier use's.
+    own_log: Option<u32>,
+}
+
+/// An intact fragment read at a position: its type, recyclable or not, the log it names (0 for
+/// a plain fragment), and its payload's range in the block.
+struct Parsed {
+    kind: FragmentType,
+    recyclable: bool,
+    log: u32,
+    payload: std::ops::Range<usize>,
 }
 
 enum Fragment {
@@ -70,6 +85,8 @@ impl LogReader {
             torn: None,
             record_offset: 0,
             finished: false,
+            recyclable: None,
+            own_log: expected_number.map(recycle_id),
         }
     }
 
@@ -109,6 +126,14 @@ impl LogReader {
             return bad("log header magic missing: not a shale log file".into());
         }
         let version = d.fixed32().unwrap_or(0);
+        if self.recyclable == Some(true)
+            && (OLDEST_LOG_FORMAT_VERSION..RECYCLABLE_LOG_FORMAT_VERSION).contains(&version)
+        {
+            return bad(format!(
+                "log format version {version} in recyclable fragments, which version \
+                 {RECYCLABLE_LOG_FORMAT_VERSION} introduced"
+            ));
+        }
         if !(OLDEST_LOG_FORMAT_VERSION..=LOG_FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedFormat {
                 path: self.path.clone(),
@@ -224,10 +249,13 @@ impl LogReader {
     /// plausible, so bytes of that payload are not mistaken for fragments.
     fn intact_fragment_later_in_block(&self, offset: u64) -> Option<u64> {
         let start = usize::try_from(offset.checked_sub(self.block_start)?).ok()?;
-        let claimed_end = self
-            .block
-            .get(start + 4..start + 6)
-            .map(|l| start + HEADER_SIZE + usize::from(u16::from_le_bytes([l[0], l[1]])));
+        let claimed_end = self.block.get(start + 4..start + 7).map(|h| {
+            let header_size = match FragmentType::from_u8(h[2]) {
+                Some((_, true)) => RECYCLABLE_HEADER_SIZE,
+                _ => HEADER_SIZE,
+            };
+            start + header_size + usize::from(u16::from_le_bytes([h[0], h[1]]))
+        });
         let from = match claimed_end {
             Some(end) if end <= self.block.len() => end,
             _ => start + 1,
@@ -241,20 +269,63 @@ impl LogReader {
         self.valid_fragment_at(0)
     }
 
-    /// True if an intact fragment (known type, length inside the block, matching checksum)
-    /// starts at `pos` of the current block.
+    /// True if an intact fragment of this log (known type, length inside the block, matching
+    /// checksum, and for a recyclable fragment this log's number) starts at `pos` of the
+    /// current block. A fragment an earlier use of the file left is not this log's data.
     fn valid_fragment_at(&self, pos: usize) -> bool {
-        let Some(header) = self.block.get(pos..pos + HEADER_SIZE) else {
-            return false;
-        };
-        let len = usize::from(u16::from_le_bytes([header[4], header[5]]));
-        let kind = header[6];
-        match self.block.get(pos + HEADER_SIZE..pos + HEADER_SIZE + len) {
-            Some(payload) if FragmentType::from_u8(kind).is_some() => {
-                decode_fixed32(header) == Some(fragment_crc(kind, payload))
+        match self.parse_at(pos) {
+            Ok(f) if f.recyclable => {
+                self.recyclable != Some(false) && self.own_log.is_none_or(|own| own == f.log)
             }
-            _ => false,
+            Ok(_) => self.recyclable != Some(true),
+            Err(_) => false,
         }
+    }
+
+    /// Parses the fragment at `pos` of the current block, checking its length and checksum;
+    /// the error says what is wrong. Needs at least [`HEADER_SIZE`] bytes at `pos`.
+    fn parse_at(&self, pos: usize) -> std::result::Result<Parsed, String> {
+        let Some(header) = self.block.get(pos..pos + HEADER_SIZE) else {
+            return Err("partial fragment header".into());
+        };
+        let crc = decode_fixed32(header).unwrap_or(0);
+        let len = usize::from(u16::from_le_bytes([header[4], header[5]]));
+        let kind_byte = header[6];
+        if kind_byte == 0 && len == 0 && crc == 0 {
+            return Err("zeroed space where a fragment was expected".into());
+        }
+        let Some((kind, recyclable)) = FragmentType::from_u8(kind_byte) else {
+            return Err(format!("unknown fragment type {kind_byte}"));
+        };
+        let (header_size, log) = if recyclable {
+            let Some(log) = self
+                .block
+                .get(pos + HEADER_SIZE..pos + RECYCLABLE_HEADER_SIZE)
+            else {
+                return Err("partial fragment header".into());
+            };
+            (RECYCLABLE_HEADER_SIZE, decode_fixed32(log).unwrap_or(0))
+        } else {
+            (HEADER_SIZE, 0)
+        };
+        let payload = pos + header_size..pos + header_size + len;
+        let Some(bytes) = self.block.get(payload.clone()) else {
+            return Err(format!("fragment length {len} runs past its block"));
+        };
+        let expected = if recyclable {
+            recyclable_fragment_crc(kind_byte, log, bytes)
+        } else {
+            fragment_crc(kind_byte, bytes)
+        };
+        if crc != expected {
+            return Err("fragment checksum mismatch".into());
+        }
+        Ok(Parsed {
+            kind,
+            recyclable,
+            log,
+            payload,
+        })
     }
 
     /// Reads the next block into `self.block`; false at end of file.
@@ -280,8 +351,14 @@ impl LogReader {
 
     fn next_fragment(&mut self) -> Result<Fragment> {
         loop {
+            // A block's last bytes that cannot hold a header are its zero trailer.
+            let header_size = if self.recyclable == Some(true) {
+                RECYCLABLE_HEADER_SIZE
+            } else {
+                HEADER_SIZE
+            };
             let left = self.block.len() - self.pos;
-            if left < HEADER_SIZE {
+            if left < header_size {
                 let tail = &self.block[self.pos..];
                 if self.eof && !tail.is_empty() && self.block.len() < BLOCK_SIZE {
                     // A partial header at the very end of the file.
@@ -294,38 +371,40 @@ impl LogReader {
                 continue;
             }
             let offset = self.block_start + self.pos as u64;
-            let header = &self.block[self.pos..self.pos + HEADER_SIZE];
-            let crc = decode_fixed32(header).unwrap_or(0);
-            let len = usize::from(u16::from_le_bytes([header[4], header[5]]));
-            let kind_byte = header[6];
-            if kind_byte == 0 && len == 0 && crc == 0 {
-                // Zeros: preallocated or torn space. Everything after must be checked too.
+            let parsed = match self.parse_at(self.pos) {
+                Ok(parsed) => parsed,
+                Err(reason) => return Ok(Fragment::Bad(offset, reason)),
+            };
+            match (self.recyclable, parsed.recyclable) {
+                (None, recyclable) => {
+                    // The first fragment decides the framing of the whole file.
+                    self.recyclable = Some(recyclable);
+                    if recyclable && self.own_log.is_none() {
+                        self.own_log = Some(parsed.log);
+                    }
+                }
+                (Some(file), fragment) if file != fragment => {
+                    let what = if fragment { "recyclable" } else { "plain" };
+                    return Ok(Fragment::Bad(
+                        offset,
+                        format!("{what} fragment in a log framed otherwise"),
+                    ));
+                }
+                _ => {}
+            }
+            if parsed.recyclable && self.own_log != Some(parsed.log) {
+                // The file was reused: from here on it holds what an earlier log left.
                 return Ok(Fragment::Bad(
                     offset,
-                    "zeroed space where a fragment was expected".into(),
+                    format!(
+                        "fragment of log {} (an earlier use of this file), not of this log",
+                        parsed.log
+                    ),
                 ));
             }
-            let Some(payload) = self
-                .block
-                .get(self.pos + HEADER_SIZE..self.pos + HEADER_SIZE + len)
-            else {
-                return Ok(Fragment::Bad(
-                    offset,
-                    format!("fragment length {len} runs past its block"),
-                ));
-            };
-            let Some(kind) = FragmentType::from_u8(kind_byte) else {
-                return Ok(Fragment::Bad(
-                    offset,
-                    format!("unknown fragment type {kind_byte}"),
-                ));
-            };
-            if crc != fragment_crc(kind_byte, payload) {
-                return Ok(Fragment::Bad(offset, "fragment checksum mismatch".into()));
-            }
-            let payload = payload.to_vec();
-            self.pos += HEADER_SIZE + len;
-            return Ok(Fragment::Data(kind, offset, payload));
+            let payload = self.block[parsed.payload.clone()].to_vec();
+            self.pos = parsed.payload.end;
+            return Ok(Fragment::Data(parsed.kind, offset, payload));
         }
     }
 }
