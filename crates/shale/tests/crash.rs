@@ -267,3 +267,35 @@ fn power_loss_keeps_synced_blob_writes_and_drops_torn_ones() {
         }
     }
 }
+
+/// A WAL file kept for reuse that cannot be renamed into place costs only the reuse: the
+/// memtable switch starts a fresh WAL, writes go on, and a crash afterwards loses nothing.
+#[test]
+fn a_failed_wal_reuse_starts_a_fresh_wal() {
+    use shale::env::{FaultError, FaultSpec, OpKind};
+    let fs = FaultFs::in_memory();
+    let db = Db::open("/db", small(Arc::new(fs.clone()))).expect("open");
+    for (i, key) in ["k0000", "k0001"].iter().enumerate() {
+        db.put(key, "v").expect("put");
+        db.flush().expect("flush");
+        assert_eq!(
+            db.stats().wal_files_reused,
+            i as u64,
+            "a kept WAL is reused"
+        );
+    }
+    fs.inject(FaultSpec {
+        kind: Some(OpKind::Rename),
+        nth: 1,
+        persistent: false,
+        error: FaultError::Io,
+    });
+    db.put("k0002", "v").expect("put");
+    db.flush().expect("the switch goes on with a fresh WAL");
+    assert_eq!(fs.fired().len(), 1, "the reuse's rename failed");
+    assert_eq!(db.stats().wal_files_reused, 1);
+    db.put("k0003", "v").expect("writes go on");
+    let image = fs.crash_image(CrashMode::ProcessCrash, 1);
+    drop(db);
+    opens_with_every_key(image, 0..4, "after a failed WAL reuse");
+}

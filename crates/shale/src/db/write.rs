@@ -638,11 +638,22 @@ impl DbInner {
                 sealed.push(wal_file_name(&self.dir, old_number));
             }
             let path = wal_file_name(&self.dir, number);
-            let file = match state.recyclable_wals.pop() {
-                Some(old) => {
+            let reused = state.recyclable_wals.pop().and_then(|old| {
+                let old_path = wal_file_name(&self.dir, old);
+                match self.options.fs.reuse_log(&old_path, &path) {
+                    Ok(file) => Some(file),
+                    Err(e) => {
+                        // A kept file only saves work: start the WAL afresh rather than
+                        // refuse writes. The old file, if still there, is obsolete.
+                        tracing::warn!(from = %old_path.display(), %e, "cannot reuse a WAL file");
+                        None
+                    }
+                }
+            });
+            let file = match reused {
+                Some(file) => {
                     self.stats.wal_files_reused.fetch_add(1, Ordering::Relaxed);
-                    let old_path = wal_file_name(&self.dir, old);
-                    self.options.fs.reuse_log(&old_path, &path)?
+                    file
                 }
                 None => self.options.fs.create_log(&path)?,
             };
