@@ -298,6 +298,9 @@ impl TableReader {
     /// The data block at `handle`, from the cache when present (filling it if `flags` say so).
     pub fn read_block(&self, handle: BlockHandle, flags: ReadFlags) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache {
+            // Start loading the stored block before probing the cache: a cache much smaller than
+            // the data mostly misses, and the probe's own misses then overlap the block's.
+            self.prefetch_stored(handle);
             if let Some(block) = cache.get(self.cache_id, handle.offset) {
                 // A cached block is usually cold in the CPU cache, and a seek's binary search
                 // would take its misses one after another; loading all its lines at once
@@ -313,6 +316,23 @@ impl TableReader {
             }
         }
         Ok(block)
+    }
+
+    /// Asks the CPU to start loading the stored bytes of the block at `handle` when the file
+    /// is mapped (a hint only: out-of-range handles are left to the read to report).
+    fn prefetch_stored(&self, handle: BlockHandle) {
+        let Some(map) = self.file.mapped() else {
+            return;
+        };
+        let range = usize::try_from(handle.offset).ok().and_then(|start| {
+            let len = usize::try_from(handle.size)
+                .ok()?
+                .checked_add(BLOCK_TRAILER_LEN)?;
+            map.get(start..start.checked_add(len)?)
+        });
+        if let Some(stored) = range {
+            crate::prefetch::lines(stored);
+        }
     }
 
     /// The data block at `handle`, read from the file without looking in or filling the cache.
