@@ -300,6 +300,23 @@ impl BloomFilter {
         self.may_contain_hash(filter_hash(user_key))
     }
 
+    /// Asks the CPU to start loading the part of the filter [`BloomFilter::may_contain_hash`]
+    /// will read for `hash`: its one line, in the cache-local layout. A hint only.
+    pub fn prefetch(&self, hash: u64) {
+        if self.layout != FilterLayout::Blocked {
+            return;
+        }
+        let bits = self.bits();
+        let num_lines = (bits.len() / LINE_BYTES) as u64;
+        if num_lines == 0 {
+            return;
+        }
+        let start = line_of(hash, num_lines) as usize * LINE_BYTES;
+        if let Some(line) = bits.get(start..) {
+            crate::prefetch::line(line.as_ptr());
+        }
+    }
+
     /// [`BloomFilter::may_contain`] for a precomputed [`filter_hash`].
     pub fn may_contain_hash(&self, hash: u64) -> bool {
         let bits = self.bits();

@@ -25,7 +25,7 @@ use crate::key::{parse_internal_key, user_key};
 use crate::limits::MAX_BLOCK_BYTES;
 
 use super::block::{Block, BlockCorruption, BlockIter};
-use super::filter::{BloomFilter, FilterLayout};
+use super::filter::{filter_hash, BloomFilter, FilterLayout};
 use super::format::{
     decode_block, decode_block_in_place, decode_footer, verified_plain_block, BlockHandle, Footer,
     BLOCK_TRAILER_LEN, FOOTER_LEN,
@@ -423,14 +423,42 @@ impl TableReader {
         ikey: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
     ) -> Result<()> {
-        if !self.may_contain(user_key(ikey)) {
-            return Ok(());
+        self.get_filtered(flags, ikey, visit, false).map(|_| ())
+    }
+
+    /// [`TableReader::get`], returning whether the bloom filter let the key through (true
+    /// when the table has none). With `filter_last`, for a table that most likely holds the
+    /// key, the filter's line is loaded while the index is searched instead of before, so its
+    /// cache miss costs nothing when the filter passes; when it does not, the index search was
+    /// wasted.
+    #[allow(clippy::type_complexity)] // the visitor's type, as `get` spells it
+    pub fn get_filtered(
+        &self,
+        flags: ReadFlags,
+        ikey: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+        filter_last: bool,
+    ) -> Result<bool> {
+        let hash = filter_hash(user_key(ikey));
+        let passes = |filter: &BloomFilter| filter.may_contain_hash(hash);
+        if filter_last {
+            if let Some(filter) = &self.filter {
+                filter.prefetch(hash);
+            }
+        } else if !self.filter.as_ref().is_none_or(passes) {
+            return Ok(false);
         }
         // The index cursor borrows the pinned index block, so a lookup does not write its
         // reference count, which every thread reading this table shares.
         let (index_key, mut data_key) = GET_KEY_BUFFERS.take();
         let mut index = BlockIter::with_key_buffer(&*self.index, self.opts.icmp.clone(), index_key);
-        let result = self.get_from(flags, ikey, visit, &mut index, &mut data_key);
+        index.seek(ikey);
+        let result = if filter_last && !self.filter.as_ref().is_none_or(passes) {
+            Ok(false)
+        } else {
+            self.get_from(flags, ikey, visit, &mut index, &mut data_key)
+                .map(|()| true)
+        };
         let keep = |b: Vec<u8>| {
             if b.capacity() > MAX_KEPT_KEY_BUFFER {
                 Vec::new()
@@ -453,7 +481,6 @@ impl TableReader {
         index: &mut BlockIter<&Block>,
         data_key: &mut Vec<u8>,
     ) -> Result<()> {
-        index.seek(ikey);
         let mut first = true;
         while index.valid() {
             let handle = self.index_handle(index)?;

@@ -270,6 +270,13 @@ impl Version {
         self.files(level).len()
     }
 
+    /// The deepest level that holds at least one file, if any does.
+    pub fn deepest_level_with_files(&self) -> Option<usize> {
+        (0..NUM_LEVELS)
+            .rev()
+            .find(|&level| !self.files(level).is_empty())
+    }
+
     /// Total bytes of the files in `level`.
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.level_bytes.get(level).copied().unwrap_or(0)
