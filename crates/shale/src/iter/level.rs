@@ -4,10 +4,10 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::InternalIterator;
+use super::{EmptyIterator, InternalIterator};
 use crate::error::Result;
 use crate::key::InternalKeyComparator;
-use crate::sstable::ReadFlags;
+use crate::sstable::{ReadFlags, TableIterator};
 use crate::table_cache::TableCache;
 use crate::version::FileMetaData;
 
@@ -19,7 +19,65 @@ pub(crate) struct LevelIterator {
     flags: ReadFlags,
     /// Index in `files` of the open table.
     index: usize,
-    current: Option<Box<dyn InternalIterator>>,
+    current: Option<Table>,
+}
+
+/// The open table's cursor, held by value rather than boxed: a scan asks it for its key, value
+/// and validity at every step, and a direct call is cheaper than one through a vtable.
+// The table cursor is the variant in use; boxing it is what this enum is here to avoid.
+#[allow(clippy::large_enum_variant)]
+enum Table {
+    Open(TableIterator),
+    /// The table could not be opened: invalid, with the error as its status.
+    Failed(EmptyIterator),
+}
+
+impl Table {
+    fn get(&self) -> &dyn InternalIterator {
+        match self {
+            Table::Open(t) => t,
+            Table::Failed(e) => e,
+        }
+    }
+
+    fn get_mut(&mut self) -> &mut dyn InternalIterator {
+        match self {
+            Table::Open(t) => t,
+            Table::Failed(e) => e,
+        }
+    }
+
+    #[inline]
+    fn valid(&self) -> bool {
+        match self {
+            Table::Open(t) => t.valid(),
+            Table::Failed(_) => false,
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) {
+        match self {
+            Table::Open(t) => t.next(),
+            Table::Failed(e) => e.next(),
+        }
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        match self {
+            Table::Open(t) => t.key(),
+            Table::Failed(e) => e.key(),
+        }
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        match self {
+            Table::Open(t) => t.value(),
+            Table::Failed(e) => e.value(),
+        }
+    }
 }
 
 impl LevelIterator {
@@ -50,11 +108,16 @@ impl LevelIterator {
             return;
         }
         self.index = index;
-        self.current = Some(self.table_cache.iter(self.files[index].number, self.flags));
+        self.current = Some(match self.table_cache.get(self.files[index].number) {
+            Ok(table) => Table::Open(table.iter(self.flags)),
+            Err(e) => Table::Failed(EmptyIterator::with_error(e)),
+        });
     }
 
     fn current_failed(&self) -> bool {
-        self.current.as_ref().is_some_and(|c| c.status().is_err())
+        self.current
+            .as_ref()
+            .is_some_and(|c| c.get().status().is_err())
     }
 
     /// Moves forward over tables until one is positioned at an entry.
@@ -67,7 +130,7 @@ impl LevelIterator {
             }
             self.open(next);
             if let Some(c) = self.current.as_mut() {
-                c.seek_to_first();
+                c.get_mut().seek_to_first();
             }
         }
     }
@@ -81,7 +144,7 @@ impl LevelIterator {
             }
             self.open(self.index - 1);
             if let Some(c) = self.current.as_mut() {
-                c.seek_to_last();
+                c.get_mut().seek_to_last();
             }
         }
     }
@@ -95,7 +158,7 @@ impl InternalIterator for LevelIterator {
     fn seek_to_first(&mut self) {
         self.open(0);
         if let Some(c) = self.current.as_mut() {
-            c.seek_to_first();
+            c.get_mut().seek_to_first();
         }
         self.skip_empty_forward();
     }
@@ -106,7 +169,7 @@ impl InternalIterator for LevelIterator {
             None => self.current = None,
         }
         if let Some(c) = self.current.as_mut() {
-            c.seek_to_last();
+            c.get_mut().seek_to_last();
         }
         self.skip_empty_backward();
     }
@@ -118,7 +181,7 @@ impl InternalIterator for LevelIterator {
             .partition_point(|f| self.icmp.compare(&f.largest, target) == Ordering::Less);
         self.open(i);
         if let Some(c) = self.current.as_mut() {
-            c.seek(target);
+            c.get_mut().seek(target);
         }
         self.skip_empty_forward();
     }
@@ -136,7 +199,7 @@ impl InternalIterator for LevelIterator {
             }
         }
         if let Some(c) = self.current.as_mut() {
-            c.seek_for_prev(target);
+            c.get_mut().seek_for_prev(target);
         }
         self.skip_empty_backward();
     }
@@ -150,7 +213,7 @@ impl InternalIterator for LevelIterator {
 
     fn prev(&mut self) {
         if let Some(c) = self.current.as_mut() {
-            c.prev();
+            c.get_mut().prev();
         }
         self.skip_empty_backward();
     }
@@ -165,7 +228,7 @@ impl InternalIterator for LevelIterator {
 
     fn status(&self) -> Result<()> {
         match &self.current {
-            Some(c) => c.status(),
+            Some(c) => c.get().status(),
             None => Ok(()),
         }
     }
