@@ -69,7 +69,7 @@ pub struct Options {
     /// (RocksDB's `recycle_log_file_num`). Writing over a file's cached, allocated pages costs
     /// the writer far less than growing a new file page by page, and a synced write to a reused
     /// file does not change its size. Each kept file holds about `write_buffer_size` bytes of
-    /// disk. 0 deletes every finished WAL. Default: 1.
+    /// disk; [`crate::Db::compact_range`] deletes them. 0 deletes every finished WAL. Default: 1.
     pub recycle_log_file_num: usize,
     /// Table files kept open in the table cache. Default: 1000.
     pub max_open_files: usize,

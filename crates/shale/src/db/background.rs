@@ -12,7 +12,7 @@ use super::{DbInner, DbState};
 use crate::batch::blob_ref_of;
 use crate::compaction::Compaction;
 use crate::error::{Error, Result};
-use crate::filename::{parse_file_name, table_file_name, FileType};
+use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileType};
 use crate::iter::InternalIterator;
 use crate::key::parse_internal_key;
 use crate::memtable::MemTable;
@@ -298,12 +298,29 @@ impl DbInner {
                 .find(|&l| !view.version.overlapping_files(l, begin, end).is_empty())
         };
         let Some(deepest) = deepest else {
+            self.delete_kept_wals();
             return Ok(());
         };
         for level in 0..deepest.max(1) {
             self.manual_compaction(|versions| versions.compact_range(level, begin, end))?;
         }
-        self.rewrite_deepest_level(begin, end)
+        self.rewrite_deepest_level(begin, end)?;
+        self.delete_kept_wals();
+        Ok(())
+    }
+
+    /// Deletes the WAL files kept for reuse: a manual compaction is a request to reclaim space,
+    /// and each kept file holds about a memtable's worth of disk until the next memtable
+    /// switch writes over it.
+    fn delete_kept_wals(&self) {
+        let mut state = self.state.lock();
+        // Under the mutex, so no switch takes one of them and no cleanup pools them again.
+        for number in std::mem::take(&mut state.recyclable_wals) {
+            let path = wal_file_name(&self.dir, number);
+            if let Err(e) = self.options.fs.remove(&path) {
+                tracing::warn!(file = %path.display(), %e, "cannot delete a WAL file kept for reuse");
+            }
+        }
     }
 
     /// Compacting each level into the next never rewrites the deepest level holding the range,
