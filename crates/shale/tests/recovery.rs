@@ -269,9 +269,17 @@ fn a_reused_wal_never_replays_what_its_earlier_log_left() {
         db.stats().wal_files_reused > 0,
         "the test must write over reused WAL files"
     );
-    // Drop the deleted keys' values and tombstones from the tables. The compaction's flush
-    // starts the active WAL in a reused file.
+    // Drop the deleted keys' values and tombstones from the tables (the compaction deletes
+    // the kept WAL files), then switch memtables until the active WAL is a reused file.
     db.compact_range(None, None).expect("compact");
+    let reused = db.stats().wal_files_reused;
+    let mut i = 20_000;
+    while db.stats().wal_files_reused == reused {
+        let (k, v) = kv(i);
+        db.put(&k, &v).expect("put");
+        db.delete(&k).expect("delete");
+        i += 1;
+    }
     // A few writes go to the active WAL, a reused file far longer than they are.
     for i in 10_000..10_005 {
         let (k, v) = kv(i);

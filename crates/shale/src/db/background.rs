@@ -290,6 +290,9 @@ impl DbInner {
         if self.read_only {
             return Err(Error::InvalidArgument("database is open read-only".into()));
         }
+        // Neither before (the flush's new WAL would be a kept file, its old bytes allocated)
+        // nor after the compaction is a WAL file kept for reuse: see `delete_kept_wals`.
+        self.delete_kept_wals();
         self.flush()?;
         let deepest = {
             let view = self.current_view();
@@ -311,7 +314,8 @@ impl DbInner {
 
     /// Deletes the WAL files kept for reuse: a manual compaction is a request to reclaim space,
     /// and each kept file holds about a memtable's worth of disk until the next memtable
-    /// switch writes over it.
+    /// switch writes over it, and then as long as it is the active WAL (its old blocks stay
+    /// allocated).
     fn delete_kept_wals(&self) {
         let mut state = self.state.lock();
         // Under the mutex, so no switch takes one of them and no cleanup pools them again.
