@@ -275,6 +275,7 @@ impl DbInner {
             return true;
         }
         if number < state.first_own_wal
+            || state.reclaiming > 0
             || state.recyclable_wals.len() >= self.options.recycle_log_file_num
         {
             return false;
@@ -290,9 +291,17 @@ impl DbInner {
         if self.read_only {
             return Err(Error::InvalidArgument("database is open read-only".into()));
         }
-        // Neither before (the flush's new WAL would be a kept file, its old bytes allocated)
-        // nor after the compaction is a WAL file kept for reuse: see `delete_kept_wals`.
+        // No WAL file is kept or reused while the compaction runs (the flush's new WAL would
+        // otherwise be a kept file, its old blocks allocated), so none is left after it.
+        self.state.lock().reclaiming += 1;
         self.delete_kept_wals();
+        let result = self.compact_range_reclaiming(begin, end);
+        self.state.lock().reclaiming -= 1;
+        result
+    }
+
+    /// [`DbInner::compact_range`] while no WAL file is kept for reuse.
+    fn compact_range_reclaiming(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.flush()?;
         let deepest = {
             let view = self.current_view();
@@ -301,15 +310,12 @@ impl DbInner {
                 .find(|&l| !view.version.overlapping_files(l, begin, end).is_empty())
         };
         let Some(deepest) = deepest else {
-            self.delete_kept_wals();
             return Ok(());
         };
         for level in 0..deepest.max(1) {
             self.manual_compaction(|versions| versions.compact_range(level, begin, end))?;
         }
-        self.rewrite_deepest_level(begin, end)?;
-        self.delete_kept_wals();
-        Ok(())
+        self.rewrite_deepest_level(begin, end)
     }
 
     /// Deletes the WAL files kept for reuse: a manual compaction is a request to reclaim space,

@@ -157,6 +157,9 @@ pub(crate) struct DbState {
     /// ([`crate::Options::recycle_log_file_num`]). Their files stay under their old names,
     /// older than the manifest's log number, so recovery ignores them.
     pub(crate) recyclable_wals: Vec<u64>,
+    /// Manual compactions running: while any is, no WAL file is kept or reused, so that the
+    /// compaction leaves none behind (see `DbInner::delete_kept_wals`).
+    pub(crate) reclaiming: usize,
     /// The first WAL this process created. Only WALs from it on are reused: they are known to
     /// be framed in recyclable fragments, which a reader tells from a later log's.
     pub(crate) first_own_wal: u64,

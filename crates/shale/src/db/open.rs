@@ -215,6 +215,7 @@ fn build_inner(p: Parts<'_>) -> DbInner {
             mem_wal_number: p.wal_number,
             imm: VecDeque::new(),
             recyclable_wals: Vec::new(),
+            reclaiming: 0,
             first_own_wal: p.wal_number,
             versions: p.versions,
             bg_error: None,

@@ -638,7 +638,12 @@ impl DbInner {
                 sealed.push(wal_file_name(&self.dir, old_number));
             }
             let path = wal_file_name(&self.dir, number);
-            let reused = state.recyclable_wals.pop().and_then(|old| {
+            let kept = if state.reclaiming > 0 {
+                None
+            } else {
+                state.recyclable_wals.pop()
+            };
+            let reused = kept.and_then(|old| {
                 let old_path = wal_file_name(&self.dir, old);
                 match self.options.fs.reuse_log(&old_path, &path) {
                     Ok(file) => Some(file),
