@@ -216,6 +216,19 @@ struct PosixMappedLog {
 }
 
 impl PosixMappedLog {
+    /// A log over `file` with nothing written and nothing mapped yet.
+    fn empty(path: &Path, file: File) -> Self {
+        PosixMappedLog {
+            path: path.to_path_buf(),
+            file: Some(file),
+            map: None,
+            len: 0,
+            capacity: 0,
+            synced: 0,
+            populated: 0,
+        }
+    }
+
     /// Faults in, writable, the pages from `self.populated` to a window past `end`.
     ///
     /// Without this every fresh 4 KiB page of the log costs the writer a page fault (the
@@ -498,25 +511,17 @@ impl Fs for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
-        let mut log = PosixMappedLog {
-            path: path.to_path_buf(),
-            file: Some(file),
-            map: None,
-            len: 0,
-            capacity: 0,
-            synced: 0,
-            populated: 0,
-        };
+        let mut log = PosixMappedLog::empty(path, file);
         log.grow(LOG_CHUNK_BYTES)?;
         Ok(Box::new(log))
     }
 
     fn reuse_log(&self, old: &Path, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.rename(old, path)?;
         if !self.mmap_reads {
-            self.rename(old, path)?;
+            // Plain appends through `write` gain nothing from old blocks: start afresh.
             return self.create_log(path);
         }
-        self.rename(old, path)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -526,15 +531,7 @@ impl Fs for PosixFs {
             .metadata()
             .map_err(|e| Error::io("open", path, e))?
             .len();
-        let mut log = PosixMappedLog {
-            path: path.to_path_buf(),
-            file: Some(file),
-            map: None,
-            len: 0,
-            capacity: 0,
-            synced: 0,
-            populated: 0,
-        };
+        let mut log = PosixMappedLog::empty(path, file);
         // Map whole chunks over the old bytes, so the appends write over cached pages the
         // file system has already allocated; `close` trims to what this log wrote.
         log.grow(size.div_ceil(LOG_CHUNK_BYTES).max(1) * LOG_CHUNK_BYTES)?;
