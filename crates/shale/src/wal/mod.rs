@@ -158,9 +158,19 @@ mod tests {
         w.close().expect("close");
     }
 
+    /// Every record of WAL 7 at `path`, and the torn tail where reading stopped.
     fn read_all(fs: &MemFs, path: &Path) -> (Result<Vec<Vec<u8>>, Error>, Option<TornTail>) {
+        read_log(fs, path, 7)
+    }
+
+    /// Every record of WAL `number` at `path`, and the torn tail where reading stopped.
+    fn read_log(
+        fs: &MemFs,
+        path: &Path,
+        number: u64,
+    ) -> (Result<Vec<Vec<u8>>, Error>, Option<TornTail>) {
         let file = fs.open_sequential(path).expect("open");
-        let mut r = LogReader::new(file, path.to_path_buf(), LogKind::Wal, Some(7));
+        let mut r = LogReader::new(file, path.to_path_buf(), LogKind::Wal, Some(number));
         let mut out = Vec::new();
         loop {
             match r.read_record() {
@@ -286,23 +296,6 @@ mod tests {
         }
         if close {
             w.close().expect("close");
-        }
-    }
-
-    fn read_log(
-        fs: &MemFs,
-        path: &Path,
-        number: u64,
-    ) -> (Result<Vec<Vec<u8>>, Error>, Option<TornTail>) {
-        let file = fs.open_sequential(path).expect("open");
-        let mut r = LogReader::new(file, path.to_path_buf(), LogKind::Wal, Some(number));
-        let mut out = Vec::new();
-        loop {
-            match r.read_record() {
-                Ok(Some(rec)) => out.push(rec),
-                Ok(None) => return (Ok(out), r.torn_tail().cloned()),
-                Err(e) => return (Err(e), None),
-            }
         }
     }
 
