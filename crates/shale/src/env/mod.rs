@@ -356,6 +356,80 @@ mod tests {
     }
 
     #[test]
+    fn posix_reused_log_writes_through_the_kept_map() {
+        use crate::wal::{LogKind, LogReader, LogWriter};
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fs = PosixFs::new();
+        let log = |n: u64| tmp.path().join(format!("{n:06}.log"));
+        let records = |tag: u8, n: usize| -> Vec<Vec<u8>> {
+            (0..n)
+                .map(|i| vec![tag.wrapping_add(i as u8); 100 + i % 900])
+                .collect()
+        };
+        let writer = |file: Box<dyn WritableFile>, n: u64, recs: &[Vec<u8>]| {
+            let mut w = LogWriter::new(file, log(n), LogKind::Wal, n).expect("writer");
+            for r in recs {
+                w.add_record(r).expect("add");
+            }
+            w.flush().expect("flush");
+            w
+        };
+        let read = |n: u64| {
+            let file = fs.open_sequential(&log(n)).expect("open");
+            let mut r = LogReader::new(file, log(n), LogKind::Wal, Some(n));
+            let mut out = Vec::new();
+            while let Some(rec) = r.read_record().expect("read") {
+                out.push(rec);
+            }
+            out
+        };
+        // About 5.5 MB: the map outgrows its first chunk, so the kept map spans two.
+        let old = records(1, 10_000);
+        let new = records(9, 3_000);
+        writer(fs.create_log(&log(1)).expect("create"), 1, &old)
+            .close()
+            .expect("close");
+        assert_eq!(fs.kept_logs(), vec![log(1)]);
+        let reused = fs.reuse_log(&log(1), &log(2)).expect("reuse");
+        assert!(fs.kept_logs().is_empty(), "the reuse took the kept map");
+        assert!(!fs.exists(&log(1)));
+        let mut w = writer(reused, 2, &new);
+        // Not closed (as after a crash): the old log's bytes past the new one read as its end.
+        assert_eq!(read(2), new);
+        w.close().expect("close");
+        assert_eq!(fs.file_size(&log(2)).expect("size"), w.file_size());
+        assert_eq!(read(2), new);
+        assert_eq!(fs.kept_logs(), vec![log(2)]);
+        // A longer log through a shorter kept one: past the old end, then past the old map.
+        let mut w = writer(fs.reuse_log(&log(2), &log(3)).expect("reuse"), 3, &old);
+        w.close().expect("close");
+        assert_eq!(read(3), old);
+        // Removing the file drops its map, so its blocks are freed.
+        fs.remove(&log(3)).expect("remove");
+        assert!(fs.kept_logs().is_empty());
+
+        // A kept log whose file was replaced behind the file system's back is not written
+        // through: the new log goes to the file now at the path.
+        writer(fs.create_log(&log(5)).expect("create"), 5, &old[..50])
+            .close()
+            .expect("close");
+        std::fs::remove_file(log(5)).expect("remove");
+        std::fs::write(log(5), vec![0xAB; 3 * 32 * 1024]).expect("replace");
+        writer(fs.reuse_log(&log(5), &log(6)).expect("reuse"), 6, &new)
+            .close()
+            .expect("close");
+        assert_eq!(read(6), new);
+
+        // Only the newest few maps are kept.
+        for n in 10..16 {
+            writer(fs.create_log(&log(n)).expect("create"), n, &old[..10])
+                .close()
+                .expect("close");
+        }
+        assert_eq!(fs.kept_logs(), (12..16).map(log).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn mem_fs_contract() {
         exercise(&MemFs::new(), Path::new("/mem/db"));
     }
