@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the engine's inner pieces: bloom filter probes (both layouts), block
-//! seeks (with and without the index's restart-key integers), memtable inserts and the merging
-//! iterator. `cargo bench -p shale --bench micro`; a filter such as `-- bloom` runs one group.
+//! seeks (an index block with and without the index's restart-key integers, and data blocks),
+//! memtable inserts and the merging iterator. `cargo bench -p shale --bench micro`; a filter such as `-- bloom` runs one group.
 //!
 //! These compare variants of one piece on one machine, to see where a change moves. They are
 //! not performance claims: those come from shale-bench runs beside the baseline engines
@@ -110,6 +110,53 @@ fn block_seek(c: &mut Criterion) {
     group.finish();
 }
 
+/// Point-lookup seeks in data blocks as db_bench's tables hold them: 2 KiB of 16-byte keys and
+/// 100-byte values, one restart point per 16 entries, each seek for a key the block holds (the
+/// decompressed block of a lookup is in the CPU cache, so this is the in-block search alone).
+fn data_block_seek(c: &mut Criterion) {
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut blocks = Vec::new();
+    let mut targets = Vec::new();
+    for b in 0..64u64 {
+        let mut keys: Vec<u64> = (0..16).map(|_| rng.gen_range(0..1_000_000)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut builder = BlockBuilder::new(16);
+        for &k in &keys {
+            builder.add(
+                &make_internal_key(&user_key(b * 1_000_000 + k), 7, ValueKind::Value),
+                &[b'v'; 100],
+            );
+        }
+        let block = match Block::new(builder.finish()) {
+            Ok(block) => Arc::new(block),
+            Err(m) => panic!("block: {m}"),
+        };
+        for _ in 0..16 {
+            let k = keys[rng.gen_range(0..keys.len())];
+            let target = make_internal_key(&user_key(b * 1_000_000 + k), 9, ValueKind::Value);
+            targets.push((blocks.len(), target));
+        }
+        blocks.push(block);
+    }
+    // As a lookup does: the cursor borrows the block and takes over the previous key buffer.
+    let icmp = icmp();
+    c.bench_function("data_block_seek/1024", |b| {
+        let mut key = Vec::new();
+        b.iter(|| {
+            let mut found = 0usize;
+            for (block, t) in &targets {
+                let buffer = std::mem::take(&mut key);
+                let mut it = BlockIter::with_key_buffer(&*blocks[*block], icmp.clone(), buffer);
+                it.seek(black_box(t));
+                found += it.value().len();
+                key = it.into_key_buffer();
+            }
+            found
+        })
+    });
+}
+
 /// 100,000 inserts of 16-byte keys and 100-byte values into a fresh memtable, in order and
 /// shuffled.
 fn memtable_insert(c: &mut Criterion) {
@@ -169,5 +216,12 @@ fn merging_scan(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bloom, block_seek, memtable_insert, merging_scan);
+criterion_group!(
+    benches,
+    bloom,
+    block_seek,
+    data_block_seek,
+    memtable_insert,
+    merging_scan
+);
 criterion_main!(benches);

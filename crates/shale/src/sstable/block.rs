@@ -218,6 +218,16 @@ impl RestartPrefixes {
     }
 }
 
+/// Where an entry's parts lie in its block ([`BlockIter::decode_entry`]).
+struct EntryBounds {
+    /// Key bytes shared with the previous key.
+    shared: usize,
+    /// Start of the key bytes this entry stores (its value starts where they end).
+    key_start: usize,
+    value_start: usize,
+    value_end: usize,
+}
+
 impl Drop for Block {
     fn drop(&mut self) {
         // Blocks are usually dropped by a cache eviction on another thread than the one that
@@ -471,6 +481,73 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         self.next_offset = self.block.restart_point(index);
     }
 
+    /// Decodes the header of the entry at `at` (`at < restart_offset`): the key bytes it
+    /// shares with the previous key, where its own key bytes are and where its value ends. The
+    /// three header varints take one byte each when keys and values are under 128 bytes, the
+    /// common case, which is decoded without the general varint path.
+    fn decode_entry(&self, at: usize) -> std::result::Result<EntryBounds, BlockCorruption> {
+        let end = self.block.restart_offset;
+        let (shared, non_shared, value_len, header_len) = match self.block.data.get(at..at + 3) {
+            Some(&[a, b, c]) if (a | b | c) < 0x80 && at + 3 <= end => {
+                (usize::from(a), usize::from(b), usize::from(c), 3)
+            }
+            _ => {
+                let mut d = Decoder::new(self.block.data.get(at..end).unwrap_or_default());
+                match (d.varint32(), d.varint32(), d.varint32()) {
+                    (Some(s), Some(n), Some(v)) => {
+                        (s as usize, n as usize, v as usize, d.position())
+                    }
+                    _ => return Err((at, "malformed entry header")),
+                }
+            }
+        };
+        if shared > self.key.len() {
+            return Err((at, "entry shares more key bytes than the previous key has"));
+        }
+        let key_start = at + header_len;
+        let value_start = key_start + non_shared;
+        if value_start > end {
+            return Err((at, "entry key runs past the end of the block"));
+        }
+        let value_end = value_start + value_len;
+        if value_end > end {
+            return Err((at, "entry value runs past the end of the block"));
+        }
+        Ok(EntryBounds {
+            shared,
+            key_start,
+            value_start,
+            value_end,
+        })
+    }
+
+    /// Makes the entry at `at`, decoded as `e`, the current key (its bytes shared with the
+    /// previous key are already in `key`).
+    fn take_key(&mut self, e: &EntryBounds) {
+        self.key.truncate(e.shared);
+        self.key.extend_from_slice(
+            self.block
+                .data
+                .get(e.key_start..e.value_start)
+                .unwrap_or_default(),
+        );
+    }
+
+    /// Makes the entry at `at`, decoded as `e` and whose key is in `key`, the current position;
+    /// the restart region is stepped forward from `restart_index` to the entry's.
+    fn settle_at(&mut self, at: usize, e: &EntryBounds) {
+        self.current = at;
+        self.value_start = e.value_start;
+        self.value_end = e.value_end;
+        self.next_offset = e.value_end;
+        while self.restart_index + 1 < self.block.num_restarts
+            && self.block.restart_point(self.restart_index + 1) <= at
+        {
+            self.restart_index += 1;
+        }
+        self.valid = true;
+    }
+
     /// Decodes the entry at `next_offset` into the current position. Returns false at the end
     /// of the entries or on corruption.
     fn parse_next(&mut self) -> bool {
@@ -486,44 +563,17 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             return false;
         }
         let at = self.current;
-        let Some(entries) = self.block.data.get(at..end) else {
-            self.fail(at, "entry offset outside the block");
-            return false;
-        };
-        let mut d = Decoder::new(entries);
-        let (Some(shared), Some(non_shared), Some(value_len)) =
-            (d.varint32(), d.varint32(), d.varint32())
-        else {
-            self.fail(at, "malformed entry header");
-            return false;
-        };
-        let (shared, non_shared, value_len) =
-            (shared as usize, non_shared as usize, value_len as usize);
-        if shared > self.key.len() {
-            self.fail(at, "entry shares more key bytes than the previous key has");
-            return false;
+        match self.decode_entry(at) {
+            Ok(e) => {
+                self.take_key(&e);
+                self.settle_at(at, &e);
+                true
+            }
+            Err((at, m)) => {
+                self.fail(at, m);
+                false
+            }
         }
-        let Some(delta) = d.bytes(non_shared) else {
-            self.fail(at, "entry key runs past the end of the block");
-            return false;
-        };
-        let value_start = at + d.position();
-        if d.bytes(value_len).is_none() {
-            self.fail(at, "entry value runs past the end of the block");
-            return false;
-        }
-        self.key.truncate(shared);
-        self.key.extend_from_slice(delta);
-        self.value_start = value_start;
-        self.value_end = value_start + value_len;
-        self.next_offset = self.value_end;
-        while self.restart_index + 1 < self.block.num_restarts
-            && self.block.restart_point(self.restart_index + 1) <= self.current
-        {
-            self.restart_index += 1;
-        }
-        self.valid = true;
-        true
     }
 
     /// Positions at the first entry.
@@ -649,12 +699,37 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 }
             }
         }
-        self.seek_to_restart(left);
-        while self.parse_next() {
+        self.scan_to(left, target);
+    }
+
+    /// Positions at the first entry `>= target` at or after restart point `restart`, whose
+    /// key is below `target`: [`BlockIter::parse_next`] until the key is not below, with the
+    /// cursor's bookkeeping (restart region, offsets) done once, at the entry found.
+    ///
+    /// Why: a point lookup scans half a restart interval of a data block on average, and
+    /// stepping the restart region at every entry (as `parse_next` does) is wasted on all but
+    /// the last.
+    fn scan_to(&mut self, restart: usize, target: &[u8]) {
+        let end = self.block.restart_offset;
+        let mut at = self.block.restart_point(restart);
+        self.key.clear();
+        while at < end {
+            let e = match self.decode_entry(at) {
+                Ok(e) => e,
+                Err((at, m)) => return self.fail(at, m),
+            };
+            self.take_key(&e);
             if self.icmp.compare(&self.key, target) != Ordering::Less {
-                return;
+                self.restart_index = restart;
+                return self.settle_at(at, &e);
             }
+            at = e.value_end;
         }
+        // As `parse_next` leaves a cursor that ran off the end.
+        self.valid = false;
+        self.current = end;
+        self.next_offset = end;
+        self.restart_index = self.block.num_restarts - 1;
     }
 
     /// Positions at the last entry with key `<= target` (internal key order).
