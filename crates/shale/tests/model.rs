@@ -165,6 +165,8 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
     let mut max_levels_used = 0;
     let mut total_compactions = 0;
     let mut total_flushes = 0;
+    // One buffer for every `get_into`, so a lookup meets the previous one's value and memory.
+    let mut buffer = Vec::new();
     for step in 0..steps {
         let ctx = format!("{ctx} step {step}");
         if step % 50 == 0 {
@@ -219,6 +221,17 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
                 let k = key(&mut rng, space);
                 let got = db.get(&k).unwrap_or_else(|e| panic!("{ctx}: get: {e}"));
                 assert_eq!(got.as_ref(), model.get(&k), "{ctx}: get {k:?}");
+                let found = db
+                    .get_into(&k, &mut buffer)
+                    .unwrap_or_else(|e| panic!("{ctx}: get_into: {e}"));
+                assert_eq!(
+                    found.then_some(&buffer),
+                    model.get(&k),
+                    "{ctx}: get_into {k:?}"
+                );
+                if !found {
+                    assert!(buffer.is_empty(), "{ctx}: get_into of absent {k:?}");
+                }
             }
             80..=83 => check_scan(&db, &model, None, &mut rng, space, &ctx),
             84..=86 => {
@@ -237,6 +250,11 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
                         .get_opt(&k, &ReadOptions::at(snap))
                         .unwrap_or_else(|e| panic!("{ctx}: snapshot get: {e}"));
                     assert_eq!(got.as_ref(), old.get(&k), "{ctx}: snapshot get {k:?}");
+                    let found = db
+                        .get_into_opt(&k, &ReadOptions::at(snap), &mut buffer)
+                        .unwrap_or_else(|e| panic!("{ctx}: snapshot get_into: {e}"));
+                    let into = found.then_some(&buffer);
+                    assert_eq!(into, old.get(&k), "{ctx}: snapshot get_into {k:?}");
                     check_scan(
                         &db,
                         old,

@@ -117,13 +117,8 @@ impl Engine for ShaleEngine {
     }
 
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        match self.db.get(key).map_err(shale_err("get"))? {
-            Some(value) => {
-                *out = value;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        // Into the caller's buffer, as LevelDB's db_bench reads into one reused string.
+        self.db.get_into(key, out).map_err(shale_err("get"))
     }
 
     fn delete(&self, key: &[u8], mode: WriteMode) -> Result<()> {

@@ -377,6 +377,24 @@ impl Db {
         self.inner.get(options, key.as_ref())
     }
 
+    /// Looks `key` up into `out`: true with the value in `out`, or false with `out` empty.
+    /// The value is copied into `out`'s memory when it fits, so a loop of lookups through one
+    /// buffer allocates nothing per lookup (as LevelDB's `Get` into a reused `std::string`).
+    pub fn get_into(&self, key: impl AsRef<[u8]>, out: &mut Vec<u8>) -> Result<bool> {
+        self.inner
+            .get_into(&ReadOptions::default(), key.as_ref(), out)
+    }
+
+    /// [`Db::get_into`] with explicit read options (e.g. at a snapshot).
+    pub fn get_into_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        options: &ReadOptions,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        self.inner.get_into(options, key.as_ref(), out)
+    }
+
     /// A cursor over the database (or the snapshot in `options`), within its bounds.
     pub fn iter(&self, options: ReadOptions) -> DbIterator {
         self.inner.iter(&options)

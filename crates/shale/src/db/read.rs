@@ -33,13 +33,16 @@ struct GetState<'a> {
     /// Merge operands seen so far, newest first.
     operands: Vec<Vec<u8>>,
     outcome: Outcome,
+    /// The value found, once `outcome` is `Found`; the caller's buffer, so that a lookup
+    /// through [`crate::Db::get_into`] copies the value into memory it already has.
+    value: Vec<u8>,
 }
 
 enum Outcome {
     /// Keep looking in older sources.
     Searching,
-    /// A full value (or a merge result) was found.
-    Found(Vec<u8>),
+    /// A full value was found; it is in `GetState::value`.
+    Found,
     /// A deletion or an expired value ends the search with no base value.
     Deleted,
 }
@@ -54,14 +57,7 @@ impl GetState<'_> {
             return Ok(false);
         }
         match parsed.kind {
-            ValueKind::Value | ValueKind::BlobIndex => {
-                self.outcome = Outcome::Found(resolve_value(
-                    Some(self.blobs),
-                    self.user_key,
-                    parsed.kind,
-                    value,
-                )?)
-            }
+            ValueKind::Value | ValueKind::BlobIndex => self.found(parsed.kind, value)?,
             ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
                 let (expiry, v) = split_expiring(value).ok_or_else(|| {
                     Error::corruption("<read>", 0, "expiring value shorter than its expiry")
@@ -69,16 +65,11 @@ impl GetState<'_> {
                 let now = *self
                     .now_micros
                     .get_or_insert_with(|| self.clock.now_micros());
-                self.outcome = if expiry <= now {
-                    Outcome::Deleted
+                if expiry <= now {
+                    self.outcome = Outcome::Deleted;
                 } else {
-                    Outcome::Found(resolve_value(
-                        Some(self.blobs),
-                        self.user_key,
-                        parsed.kind,
-                        v,
-                    )?)
-                };
+                    self.found(parsed.kind, v)?;
+                }
             }
             ValueKind::Deletion => self.outcome = Outcome::Deleted,
             ValueKind::Merge => {
@@ -89,21 +80,36 @@ impl GetState<'_> {
         Ok(false)
     }
 
+    /// Records the full value stored (as `kind`) as `stored`.
+    fn found(&mut self, kind: ValueKind, stored: &[u8]) -> Result<()> {
+        if kind.is_blob() {
+            self.value = resolve_value(Some(self.blobs), self.user_key, kind, stored)?;
+        } else {
+            self.value.clear();
+            self.value.extend_from_slice(stored);
+        }
+        self.outcome = Outcome::Found;
+        Ok(())
+    }
+
     fn done(&self) -> bool {
         !matches!(self.outcome, Outcome::Searching)
     }
 
-    fn finish(mut self) -> Result<Option<Vec<u8>>> {
-        let base = match std::mem::replace(&mut self.outcome, Outcome::Searching) {
-            Outcome::Found(v) => Some(v),
-            Outcome::Deleted | Outcome::Searching => None,
-        };
+    /// Whether the key has a value, and the buffer holding it (cleared when it has none).
+    fn finish(mut self) -> Result<(bool, Vec<u8>)> {
+        let found = matches!(self.outcome, Outcome::Found);
+        if !found {
+            self.value.clear();
+        }
         if self.operands.is_empty() {
-            return Ok(base);
+            return Ok((found, self.value));
         }
         self.operands.reverse();
         let refs: Vec<&[u8]> = self.operands.iter().map(Vec::as_slice).collect();
-        apply_merge(self.merge_operator, self.user_key, base.as_deref(), &refs).map(Some)
+        let base = found.then_some(self.value.as_slice());
+        let merged = apply_merge(self.merge_operator, self.user_key, base, &refs)?;
+        Ok((true, merged))
     }
 }
 
@@ -170,6 +176,30 @@ impl DbInner {
     }
 
     pub(crate) fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (found, value) = self.get_with_buffer(options, key, Vec::new())?;
+        Ok(found.then_some(value))
+    }
+
+    /// [`DbInner::get`] into `out`: true and the value in `out`, or false and `out` empty.
+    /// `out`'s memory is reused when the value fits in it.
+    pub(crate) fn get_into(
+        &self,
+        options: &ReadOptions,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let (found, value) = self.get_with_buffer(options, key, std::mem::take(out))?;
+        *out = value;
+        Ok(found)
+    }
+
+    /// A point lookup whose value, if found, is written into `buffer` (cleared first).
+    fn get_with_buffer(
+        &self,
+        options: &ReadOptions,
+        key: &[u8],
+        buffer: Vec<u8>,
+    ) -> Result<(bool, Vec<u8>)> {
         if key.len() > crate::limits::MAX_KEY_BYTES {
             return Err(Error::InvalidArgument(format!(
                 "key of {} bytes exceeds the limit of {} bytes",
@@ -191,6 +221,7 @@ impl DbInner {
             blobs: &self.blob_cache,
             operands: Vec::new(),
             outcome: Outcome::Searching,
+            value: buffer,
         };
         if view.mem.may_contain(key) {
             view.mem.get(ikey, &mut |k, v| state.visit(k, v))?;
