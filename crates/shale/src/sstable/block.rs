@@ -27,7 +27,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::codec::{decode_fixed32, put_fixed32, put_varint32, Decoder};
-use crate::key::{padded_be_word, user_key, InternalKeyComparator};
+use crate::key::{padded_be_word, user_key, InternalKeyComparator, TRAILER_LEN};
 
 /// Accumulates sorted entries into the bytes of one block.
 #[derive(Debug)]
@@ -216,6 +216,30 @@ impl RestartPrefixes {
             .map_or(0, |rest| rest.partition_point(|&w| w == window));
         (below.saturating_sub(1), (below + tied).saturating_sub(1))
     }
+}
+
+/// Length of the longest common prefix of `a` and `b`, compared eight bytes at a time.
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let word = |s: &[u8]| {
+            s.get(i..i + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let diff = word(a) ^ word(b);
+        if diff != 0 {
+            // Little-endian: the lowest set bit is in the first differing byte.
+            return i + (diff.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a.get(i) == b.get(i) {
+        i += 1;
+    }
+    i
 }
 
 /// Where an entry's parts lie in its block ([`BlockIter::decode_entry`]).
@@ -481,11 +505,15 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         self.next_offset = self.block.restart_point(index);
     }
 
-    /// Decodes the header of the entry at `at` (`at < restart_offset`): the key bytes it
-    /// shares with the previous key, where its own key bytes are and where its value ends. The
+    /// Decodes the header of the entry at `at` (`at < restart_offset`), whose previous key is
+    /// `prev_len` bytes long: the key bytes it shares with the previous key, where its own key bytes are and where its value ends. The
     /// three header varints take one byte each when keys and values are under 128 bytes, the
     /// common case, which is decoded without the general varint path.
-    fn decode_entry(&self, at: usize) -> std::result::Result<EntryBounds, BlockCorruption> {
+    fn decode_entry(
+        &self,
+        at: usize,
+        prev_len: usize,
+    ) -> std::result::Result<EntryBounds, BlockCorruption> {
         let end = self.block.restart_offset;
         let (shared, non_shared, value_len, header_len) = match self.block.data.get(at..at + 3) {
             Some(&[a, b, c]) if (a | b | c) < 0x80 && at + 3 <= end => {
@@ -501,7 +529,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 }
             }
         };
-        if shared > self.key.len() {
+        if shared > prev_len {
             return Err((at, "entry shares more key bytes than the previous key has"));
         }
         let key_start = at + header_len;
@@ -563,7 +591,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             return false;
         }
         let at = self.current;
-        match self.decode_entry(at) {
+        match self.decode_entry(at, self.key.len()) {
             Ok(e) => {
                 self.take_key(&e);
                 self.settle_at(at, &e);
@@ -675,6 +703,12 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 
     /// Positions at the first entry with key `>= target` (internal key order).
     pub fn seek(&mut self, target: &[u8]) {
+        self.seek_scanning(target, self.icmp.is_bytewise());
+    }
+
+    /// [`BlockIter::seek`], with the in-region scan of [`BlockIter::scan_to_bytewise`] when
+    /// `bytewise` (tests compare it with the general one).
+    fn seek_scanning(&mut self, target: &[u8], bytewise: bool) {
         if self.corruption.is_some() {
             return;
         }
@@ -699,7 +733,87 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 }
             }
         }
-        self.scan_to(left, target);
+        if bytewise && target.len() >= TRAILER_LEN {
+            self.scan_to_bytewise(left, target);
+        } else {
+            self.scan_to(left, target);
+        }
+    }
+
+    /// [`BlockIter::scan_to`] for internal keys of the bytewise comparator, deciding most
+    /// entries from their shared-prefix length without building their keys.
+    ///
+    /// Why: building each key (a copy) and comparing it in full was most of a point lookup's
+    /// in-block scan. Scanning forward, the previous key is below `target` and first differs
+    /// from it at byte `m` of both user keys. An entry sharing more than `m` bytes with it keeps
+    /// that byte, so it is below `target` too; one sharing at most `m` bytes starts with
+    /// `target`'s first `shared` bytes, so only its stored bytes are compared with the rest of
+    /// `target`, and the key of the entry found is `target[..shared]` plus those bytes. When
+    /// the first difference is not inside both user keys (equal user keys, whose trailers
+    /// order by number, not bytes, or a user key that is a prefix of the other) the general
+    /// scan takes over from the restart point.
+    fn scan_to_bytewise(&mut self, restart: usize, target: &[u8]) {
+        let end = self.block.restart_offset;
+        let target_user = target.len() - TRAILER_LEN;
+        let start = self.block.restart_point(restart);
+        let mut at = start;
+        // Where the previous key first differs from `target`, below it (0 before the first
+        // entry, which shares nothing), and that key's length.
+        let mut m = 0usize;
+        let mut prev_len = 0usize;
+        while at < end {
+            let e = match self.decode_entry(at, prev_len) {
+                Ok(e) => e,
+                Err((at, msg)) => return self.fail(at, msg),
+            };
+            let len = e.shared + (e.value_start - e.key_start);
+            let Some(user_len) = len.checked_sub(TRAILER_LEN) else {
+                return self.scan_to(restart, target);
+            };
+            if e.shared > m {
+                // Byte `m` is the previous key's: still below `target` there. In a sorted
+                // block the user key reaches past `m` (else it would be a prefix of the
+                // previous one); an unsorted one goes to the general scan.
+                if m >= user_len {
+                    return self.scan_to(restart, target);
+                }
+            } else {
+                let stored = self
+                    .block
+                    .data
+                    .get(e.key_start..e.value_start)
+                    .unwrap_or_default();
+                let rest = target.get(e.shared..).unwrap_or_default();
+                let p = e.shared + common_prefix(stored, rest);
+                let decisive = p < user_len && p < target_user;
+                let below = match (stored.get(p - e.shared), target.get(p)) {
+                    (Some(a), Some(b)) if decisive => Some(a < b),
+                    // Equal user keys: decided by the trailers, below the general compare.
+                    _ if p >= user_len && user_len == target_user => None,
+                    _ => return self.scan_to(restart, target),
+                };
+                if below != Some(true) {
+                    self.key.clear();
+                    self.key
+                        .extend_from_slice(target.get(..e.shared).unwrap_or_default());
+                    self.key.extend_from_slice(stored);
+                    if below.is_none() && self.icmp.compare(&self.key, target) == Ordering::Less {
+                        // A version newer than `target`'s: no byte to go on from here.
+                        return self.scan_to(restart, target);
+                    }
+                    self.restart_index = restart;
+                    return self.settle_at(at, &e);
+                }
+                m = p;
+            }
+            prev_len = len;
+            at = e.value_end;
+        }
+        // As `parse_next` leaves a cursor that ran off the end.
+        self.valid = false;
+        self.current = end;
+        self.next_offset = end;
+        self.restart_index = self.block.num_restarts - 1;
     }
 
     /// Positions at the first entry `>= target` at or after restart point `restart`, whose
@@ -714,7 +828,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         let mut at = self.block.restart_point(restart);
         self.key.clear();
         while at < end {
-            let e = match self.decode_entry(at) {
+            let e = match self.decode_entry(at, self.key.len()) {
                 Ok(e) => e,
                 Err((at, m)) => return self.fail(at, m),
             };
@@ -748,7 +862,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{make_internal_key, BytewiseComparator, ValueKind, TRAILER_LEN};
+    use crate::key::{make_internal_key, BytewiseComparator, ValueKind};
     use rand::{Rng, SeedableRng};
 
     fn icmp() -> InternalKeyComparator {
@@ -1099,6 +1213,78 @@ mod tests {
                     .iter()
                     .find(|k| icmp().compare(k, target) != Ordering::Less);
                 assert_eq!(a.valid().then(|| a.key()), expected.map(|k| k.as_slice()));
+            }
+        }
+    }
+
+    #[test]
+    fn bytewise_scan_positions_like_the_general_scan() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for interval in [1, 2, 5, 16, 1000] {
+            let keys = awkward_keys(&mut rng);
+            let items: Vec<_> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.clone(), format!("v{i}").into_bytes()))
+                .collect();
+            let block = build(&items, interval);
+            let mut targets: Vec<Vec<u8>> = keys.clone();
+            for _ in 0..3000 {
+                let mut k = keys[rng.gen_range(0..keys.len())].clone();
+                k.truncate(k.len() - TRAILER_LEN);
+                match rng.gen_range(0..5) {
+                    0 => k.truncate(rng.gen_range(0..=k.len())),
+                    1 => k.push(rng.gen()),
+                    2 => {
+                        let at = rng.gen_range(0..k.len());
+                        k[at] = rng.gen();
+                    }
+                    3 => k.extend_from_slice(&[0, 0]),
+                    _ => {}
+                }
+                targets.push(make_internal_key(
+                    &k,
+                    rng.gen_range(0..50),
+                    ValueKind::Value,
+                ));
+            }
+            // Shorter than a trailer: the general scan handles it.
+            targets.push(b"ten".to_vec());
+            targets.push(Vec::new());
+            for target in &targets {
+                let mut fast = BlockIter::new(block.clone(), icmp());
+                let mut general = BlockIter::new(block.clone(), icmp());
+                fast.seek_scanning(target, true);
+                general.seek_scanning(target, false);
+                let expected = keys
+                    .iter()
+                    .position(|k| icmp().compare(k, target) != Ordering::Less);
+                let ctx = format!("interval {interval}, target {target:?}");
+                assert_eq!(fast.valid(), expected.is_some(), "{ctx}");
+                // The cursors must be in the same state: stepping either way agrees.
+                for step in 0..6 {
+                    assert_eq!(fast.valid(), general.valid(), "{ctx} step {step}");
+                    assert_eq!(fast.key(), general.key(), "{ctx} step {step}");
+                    assert_eq!(fast.value(), general.value(), "{ctx} step {step}");
+                    if step < 3 {
+                        fast.next();
+                        general.next();
+                    } else {
+                        fast.prev();
+                        general.prev();
+                    }
+                }
+                if let Some(i) = expected {
+                    let mut it = BlockIter::new(block.clone(), icmp());
+                    it.seek(target);
+                    assert_eq!(it.key(), &keys[i][..], "{ctx}");
+                    assert_eq!(it.value(), &items[i].1[..], "{ctx}");
+                    it.prev();
+                    assert_eq!(
+                        it.valid().then(|| it.key()),
+                        i.checked_sub(1).map(|j| &keys[j][..])
+                    );
+                }
             }
         }
     }
