@@ -289,16 +289,17 @@ impl Version {
     }
 
     fn contains_user_key(&self, f: &FileMetaData, user_key: &[u8]) -> bool {
-        let ucmp = self.icmp.user();
-        ucmp.compare(user_key, f.smallest_user_key()) != Ordering::Less
-            && ucmp.compare(user_key, f.largest_user_key()) != Ordering::Greater
+        self.icmp.compare_user(user_key, f.smallest_user_key()) != Ordering::Less
+            && self.icmp.compare_user(user_key, f.largest_user_key()) != Ordering::Greater
     }
 
     /// Index of the first file in a sorted level whose largest user key is `>= user_key`.
     fn first_file_ending_at_or_after(&self, level: usize, user_key: &[u8]) -> usize {
-        let ucmp = self.icmp.user();
-        self.files(level)
-            .partition_point(|f| ucmp.compare(f.largest_user_key(), user_key) == Ordering::Less)
+        // `compare_user` inlines the bytewise comparison instead of a call through the trait
+        // object: this search runs on every point lookup, per level.
+        self.files(level).partition_point(|f| {
+            self.icmp.compare_user(f.largest_user_key(), user_key) == Ordering::Less
+        })
     }
 
     /// Files that may hold `user_key`, in the order a point lookup must search them (newest
@@ -313,7 +314,6 @@ impl Version {
         &'a self,
         user_key: &'a [u8],
     ) -> impl Iterator<Item = (usize, &'a Arc<FileMetaData>)> + 'a {
-        let ucmp = self.icmp.user();
         let level0 = self
             .files(0)
             .iter()
@@ -326,7 +326,7 @@ impl Version {
                 .unwrap_or(&[])
                 .iter()
                 .take_while(move |f| {
-                    ucmp.compare(f.smallest_user_key(), user_key) != Ordering::Greater
+                    self.icmp.compare_user(f.smallest_user_key(), user_key) != Ordering::Greater
                 })
                 .map(move |f| (level, f))
         });
