@@ -1,5 +1,5 @@
-//! The block cache: uncompressed table blocks shared between readers, bounded by their total
-//! size in bytes.
+//! The block cache: uncompressed table blocks shared between readers, bounded by the memory
+//! they hold in bytes (each block's buffer, the block and its entry).
 //!
 //! Keys are `(cache_id, block offset)`: each open table gets a `cache_id` unique within the
 //! cache (the DB uses the file number), so blocks of different tables never collide. Values are
@@ -127,14 +127,20 @@ impl Doorkeeper {
     }
 }
 
-/// Weighs a cached block by its uncompressed size.
+/// Bytes a cached entry costs beyond its block's own memory: the `Arc`'s counts, the cache's
+/// slot (key, pointer, weight, links and its hash-table entry) and the allocator's headers.
+/// An estimate; it only has to be close.
+const ENTRY_OVERHEAD_BYTES: usize = 96;
+
+/// Weighs a cached block by the memory it holds: its buffer's capacity (a recycled buffer may be
+/// up to twice the block), the block itself, and the cache entry's overhead, so the configured
+/// capacity bounds the memory the cache really takes, not only its blocks' bytes.
 #[derive(Debug, Clone, Copy)]
 struct BlockWeighter;
 
 impl quick_cache::Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
     fn weight(&self, _key: &(u64, u64), block: &Arc<Block>) -> u64 {
-        // Zero would let an item live forever; every real block has at least 4 bytes.
-        (block.data().len() as u64).max(1)
+        (block.memory_bytes() + ENTRY_OVERHEAD_BYTES) as u64
     }
 }
 
@@ -184,7 +190,7 @@ impl BlockCache {
         }
     }
 
-    /// Bytes of blocks currently cached.
+    /// Memory the cached blocks currently hold, as the cache weighs them (see `BlockWeighter`).
     pub fn usage(&self) -> usize {
         self.inner.as_ref().map_or(0, |c| c.weight() as usize)
     }
@@ -304,7 +310,9 @@ mod tests {
         assert!(cache.get(2, 0).is_none(), "other table, same offset");
         assert!(cache.get(1, 1).is_none());
         assert_eq!((cache.hits(), cache.misses()), (1, 3));
-        assert_eq!(cache.usage(), b.data().len());
+        // A block weighs what it holds, not only its bytes.
+        assert_eq!(cache.usage(), b.memory_bytes() + ENTRY_OVERHEAD_BYTES);
+        assert!(cache.usage() > b.data().len());
         assert_eq!(cache.len(), 1);
         cache.evict_table(1);
         assert!(cache.is_empty());

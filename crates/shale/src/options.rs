@@ -79,7 +79,8 @@ pub struct Options {
     pub block_size: usize,
     /// Keys between restart points inside a block. Default: 16.
     pub block_restart_interval: usize,
-    /// Bytes of uncompressed blocks kept in the block cache. Default: 8 MiB.
+    /// Memory the block cache may hold, in bytes: its uncompressed blocks, counted with their
+    /// buffers' capacity and the cache's own per-block overhead. Default: 8 MiB.
     pub block_cache_capacity: usize,
     /// Bloom filter bits per key; 0 turns filters off. Default: 10 (about 1% false positives).
     pub bloom_bits_per_key: u32,

@@ -308,6 +308,12 @@ impl Block {
         self
     }
 
+    /// Memory the block holds: its buffer's capacity, the prefixes beside it and the block
+    /// itself.
+    pub fn memory_bytes(&self) -> usize {
+        self.data.capacity() + self.restart_prefix_bytes() + std::mem::size_of::<Block>()
+    }
+
     /// Bytes the restart-key prefixes take beside the block (0 without them).
     pub fn restart_prefix_bytes(&self) -> usize {
         self.prefixes
@@ -755,8 +761,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     fn scan_to_bytewise(&mut self, restart: usize, target: &[u8]) {
         let end = self.block.restart_offset;
         let target_user = target.len() - TRAILER_LEN;
-        let start = self.block.restart_point(restart);
-        let mut at = start;
+        let mut at = self.block.restart_point(restart);
         // Where the previous key first differs from `target`, below it (0 before the first
         // entry, which shares nothing), and that key's length.
         let mut m = 0usize;
@@ -788,7 +793,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 let decisive = p < user_len && p < target_user;
                 let below = match (stored.get(p - e.shared), target.get(p)) {
                     (Some(a), Some(b)) if decisive => Some(a < b),
-                    // Equal user keys: decided by the trailers, below the general compare.
+                    // Equal user keys: their trailers decide, through the full compare below.
                     _ if p >= user_len && user_len == target_user => None,
                     _ => return self.scan_to(restart, target),
                 };
