@@ -380,6 +380,7 @@ impl Db {
     /// Looks `key` up into `out`: true with the value in `out`, or false with `out` empty.
     /// The value is copied into `out`'s memory when it fits, so a loop of lookups through one
     /// buffer allocates nothing per lookup (as LevelDB's `Get` into a reused `std::string`).
+    /// On an error `out` is left empty.
     pub fn get_into(&self, key: impl AsRef<[u8]>, out: &mut Vec<u8>) -> Result<bool> {
         self.inner
             .get_into(&ReadOptions::default(), key.as_ref(), out)
