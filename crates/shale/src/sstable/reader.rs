@@ -54,6 +54,13 @@ fn mapped_block<'a>(
         .ok_or_else(|| Error::corruption(path, handle.offset, "block extends past the mapped file"))
 }
 
+/// Bytes the block at `handle` takes in the file, its trailer included.
+fn stored_len(handle: BlockHandle) -> Option<usize> {
+    usize::try_from(handle.size)
+        .ok()?
+        .checked_add(BLOCK_TRAILER_LEN)
+}
+
 /// Reads one block from the file (never the cache) and returns its uncompressed contents.
 /// Handles are checked against the block area (`..footer_offset`) before anything is allocated.
 fn read_block_contents(
@@ -77,14 +84,9 @@ fn read_block_contents(
             ),
         ));
     }
-    let len = usize::try_from(handle.size)
-        .ok()
-        .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN))
+    let len = stored_len(handle)
         .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows usize"))?;
     if let Some(stored) = mapped_block(file, path, handle, len)? {
-        // The checksum reads the block front to back after the trailer at its end: start all
-        // of its cache lines loading now rather than one after another.
-        crate::prefetch::lines(stored);
         return decode_block_in_place(path, handle.offset, stored, verify);
     }
     let mut buf = vec![0u8; len];
@@ -297,10 +299,10 @@ impl TableReader {
 
     /// The data block at `handle`, from the cache when present (filling it if `flags` say so).
     pub fn read_block(&self, handle: BlockHandle, flags: ReadFlags) -> Result<Arc<Block>> {
+        // Start loading the stored block before probing the cache: a cache much smaller than
+        // the data mostly misses, and the probe's own misses then overlap the block's.
+        self.prefetch_stored(handle);
         if let Some(cache) = &self.cache {
-            // Start loading the stored block before probing the cache: a cache much smaller than
-            // the data mostly misses, and the probe's own misses then overlap the block's.
-            self.prefetch_stored(handle);
             if let Some(block) = cache.get(self.cache_id, handle.offset) {
                 // A cached block is usually cold in the CPU cache, and a seek's binary search
                 // would take its misses one after another; loading all its lines at once
@@ -309,7 +311,7 @@ impl TableReader {
                 return Ok(block);
             }
         }
-        let block = self.read_block_uncached(handle, flags.verify_checksums)?;
+        let block = self.load_data_block(handle, flags.verify_checksums)?;
         if flags.fill_cache {
             if let Some(cache) = &self.cache {
                 cache.insert(self.cache_id, handle.offset, block.clone());
@@ -319,24 +321,26 @@ impl TableReader {
     }
 
     /// Asks the CPU to start loading the stored bytes of the block at `handle` when the file
-    /// is mapped (a hint only: out-of-range handles are left to the read to report).
+    /// is mapped: the checksum reads the block front to back after the trailer at its end, so
+    /// all its cache lines should be on their way at once. A hint only: out-of-range handles
+    /// are left to the read to report.
     fn prefetch_stored(&self, handle: BlockHandle) {
-        let Some(map) = self.file.mapped() else {
-            return;
-        };
-        let range = usize::try_from(handle.offset).ok().and_then(|start| {
-            let len = usize::try_from(handle.size)
-                .ok()?
-                .checked_add(BLOCK_TRAILER_LEN)?;
-            map.get(start..start.checked_add(len)?)
-        });
-        if let Some(stored) = range {
+        let stored = stored_len(handle)
+            .and_then(|len| mapped_block(self.file.as_ref(), &self.path, handle, len).ok())
+            .flatten();
+        if let Some(stored) = stored {
             crate::prefetch::lines(stored);
         }
     }
 
     /// The data block at `handle`, read from the file without looking in or filling the cache.
     pub fn read_block_uncached(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
+        self.prefetch_stored(handle);
+        self.load_data_block(handle, verify)
+    }
+
+    /// [`TableReader::read_block_uncached`] once the block's prefetch is issued.
+    fn load_data_block(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
         let raw = self.read_block_contents(handle, verify)?;
         Ok(Arc::new(Block::new(raw).map_err(|m| {
             self.corrupt(handle.offset, format!("data block: {m}"))
@@ -550,10 +554,7 @@ impl TableReader {
         index.seek_to_first();
         while index.valid() {
             let handle = self.index_handle(&index)?;
-            let raw = self.read_block_contents(handle, true)?;
-            let block = Block::new(raw)
-                .map_err(|m| self.corrupt(handle.offset, format!("data block: {m}")))?;
-            let mut data = BlockIter::new(Arc::new(block), icmp.clone());
+            let mut data = BlockIter::new(self.read_block_uncached(handle, true)?, icmp.clone());
             data.seek_to_first();
             if !data.valid() && data.corruption().is_none() {
                 return Err(self.corrupt(handle.offset, "empty data block"));
