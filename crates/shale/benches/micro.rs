@@ -1,6 +1,7 @@
 //! Micro-benchmarks of the engine's inner pieces: bloom filter probes (both layouts), block
 //! seeks (an index block with and without the index's restart-key integers, and data blocks),
-//! memtable inserts and the merging iterator. `cargo bench -p shale --bench micro`; a filter such as `-- bloom` runs one group.
+//! memtable inserts and the merging iterator. `cargo bench -p shale --bench micro`; a filter
+//! such as `-- bloom` runs one group.
 //!
 //! These compare variants of one piece on one machine, to see where a change moves. They are
 //! not performance claims: those come from shale-bench runs beside the baseline engines

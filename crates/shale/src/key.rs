@@ -145,6 +145,30 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
         .unwrap_or(ikey)
 }
 
+/// Length of the longest common prefix of `a` and `b`, compared eight bytes at a time.
+#[inline]
+pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let word = |s: &[u8]| {
+            s.get(i..i + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let diff = word(a) ^ word(b);
+        if diff != 0 {
+            // Little-endian: the lowest set bit is in the first differing byte.
+            return i + (diff.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a.get(i) == b.get(i) {
+        i += 1;
+    }
+    i
+}
+
 /// Lexicographic order of two byte strings, compared eight bytes at a time in registers.
 ///
 /// Memtable and block searches compare short keys (tens of bytes) millions of times a second;
@@ -224,11 +248,7 @@ impl Comparator for BytewiseComparator {
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
-        let common = start
-            .iter()
-            .zip(limit.iter())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let common = common_prefix_len(start, limit);
         if common >= start.len().min(limit.len()) {
             return; // one is a prefix of the other
         }
@@ -417,6 +437,18 @@ mod tests {
             let a = [prefix.as_slice(), &a].concat();
             let b = [prefix.as_slice(), &b].concat();
             proptest::prop_assert_eq!(bytewise_compare(&a, &b), a.cmp(&b));
+        }
+
+        #[test]
+        fn common_prefix_len_matches_a_byte_count(
+            prefix in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20),
+            a in proptest::collection::vec(0u8..3, 0..20),
+            b in proptest::collection::vec(0u8..3, 0..20),
+        ) {
+            let a = [prefix.as_slice(), &a].concat();
+            let b = [prefix.as_slice(), &b].concat();
+            let expected = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            proptest::prop_assert_eq!(common_prefix_len(&a, &b), expected);
         }
     }
 

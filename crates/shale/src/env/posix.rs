@@ -306,7 +306,7 @@ struct PosixMappedLog {
     /// kernel refused to populate, so appends take their page faults as they come.
     populated: u64,
     /// Where `close` leaves the map for a later reuse of the file.
-    retired: Option<Arc<RetiredLogs>>,
+    retired: Arc<RetiredLogs>,
 }
 
 impl PosixMappedLog {
@@ -320,7 +320,7 @@ impl PosixMappedLog {
             capacity: 0,
             synced: 0,
             populated: 0,
-            retired: Some(retired.clone()),
+            retired: retired.clone(),
         }
     }
 
@@ -480,8 +480,8 @@ impl WritableFile for PosixMappedLog {
                 .map_err(|e| Error::io("sync", &self.path, e))?;
         }
         let file = self.file.take();
-        if let (Some(retired), Some(map), Some(file)) = (&self.retired, map, file) {
-            retired.keep(RetiredLog {
+        if let (Some(map), Some(file)) = (map, file) {
+            self.retired.keep(RetiredLog {
                 path: self.path.clone(),
                 file,
                 map,
@@ -619,10 +619,10 @@ impl Fs for PosixFs {
     }
 
     fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.retired.forget(path);
         if !self.mmap_reads {
             return self.create(path);
         }
+        self.retired.forget(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)

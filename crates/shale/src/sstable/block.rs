@@ -27,7 +27,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::codec::{decode_fixed32, put_fixed32, put_varint32, Decoder};
-use crate::key::{padded_be_word, user_key, InternalKeyComparator, TRAILER_LEN};
+use crate::key::{common_prefix_len, padded_be_word, user_key, InternalKeyComparator, TRAILER_LEN};
 
 /// Accumulates sorted entries into the bytes of one block.
 #[derive(Debug)]
@@ -59,11 +59,7 @@ impl BlockBuilder {
     /// are each under 4 GiB.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
         let shared = if self.counter < self.restart_interval {
-            self.last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count()
+            common_prefix_len(&self.last_key, key)
         } else {
             self.restarts.push(self.buf.len() as u32);
             self.counter = 0;
@@ -177,11 +173,7 @@ impl RestartPrefixes {
             .collect::<Option<_>>()?;
         let first = keys.first()?;
         let bulk_last = keys.get(keys.len().saturating_sub(2))?;
-        let shared = first
-            .iter()
-            .zip(bulk_last.iter())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let shared = common_prefix_len(first, bulk_last);
         let mut prefixes = RestartPrefixes {
             common: first.get(..shared)?.to_vec(),
             windows: Box::default(),
@@ -216,30 +208,6 @@ impl RestartPrefixes {
             .map_or(0, |rest| rest.partition_point(|&w| w == window));
         (below.saturating_sub(1), (below + tied).saturating_sub(1))
     }
-}
-
-/// Length of the longest common prefix of `a` and `b`, compared eight bytes at a time.
-#[inline]
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= n {
-        let word = |s: &[u8]| {
-            s.get(i..i + 8)
-                .and_then(|w| <[u8; 8]>::try_from(w).ok())
-                .map_or(0, u64::from_le_bytes)
-        };
-        let diff = word(a) ^ word(b);
-        if diff != 0 {
-            // Little-endian: the lowest set bit is in the first differing byte.
-            return i + (diff.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < n && a.get(i) == b.get(i) {
-        i += 1;
-    }
-    i
 }
 
 /// Where an entry's parts lie in its block ([`BlockIter::decode_entry`]).
@@ -512,9 +480,10 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     }
 
     /// Decodes the header of the entry at `at` (`at < restart_offset`), whose previous key is
-    /// `prev_len` bytes long: the key bytes it shares with the previous key, where its own key bytes are and where its value ends. The
-    /// three header varints take one byte each when keys and values are under 128 bytes, the
-    /// common case, which is decoded without the general varint path.
+    /// `prev_len` bytes long: the key bytes it shares with the previous key, where its own key
+    /// bytes are and where its value ends. The three header varints take one byte each when
+    /// keys and values are under 128 bytes, the common case, which is decoded without the
+    /// general varint path.
     fn decode_entry(
         &self,
         at: usize,
@@ -555,7 +524,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         })
     }
 
-    /// Makes the entry at `at`, decoded as `e`, the current key (its bytes shared with the
+    /// Makes the key of the entry decoded as `e` the current key (its bytes shared with the
     /// previous key are already in `key`).
     fn take_key(&mut self, e: &EntryBounds) {
         self.key.truncate(e.shared);
@@ -789,7 +758,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                     .get(e.key_start..e.value_start)
                     .unwrap_or_default();
                 let rest = target.get(e.shared..).unwrap_or_default();
-                let p = e.shared + common_prefix(stored, rest);
+                let p = e.shared + common_prefix_len(stored, rest);
                 let decisive = p < user_len && p < target_user;
                 let below = match (stored.get(p - e.shared), target.get(p)) {
                     (Some(a), Some(b)) if decisive => Some(a < b),
@@ -814,10 +783,14 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             prev_len = len;
             at = e.value_end;
         }
-        // As `parse_next` leaves a cursor that ran off the end.
+        self.run_off_end();
+    }
+
+    /// Leaves the cursor past the last entry, as `parse_next` leaves one that ran off the end.
+    fn run_off_end(&mut self) {
         self.valid = false;
-        self.current = end;
-        self.next_offset = end;
+        self.current = self.block.restart_offset;
+        self.next_offset = self.block.restart_offset;
         self.restart_index = self.block.num_restarts - 1;
     }
 
@@ -844,11 +817,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             }
             at = e.value_end;
         }
-        // As `parse_next` leaves a cursor that ran off the end.
-        self.valid = false;
-        self.current = end;
-        self.next_offset = end;
-        self.restart_index = self.block.num_restarts - 1;
+        self.run_off_end();
     }
 
     /// Positions at the last entry with key `<= target` (internal key order).
