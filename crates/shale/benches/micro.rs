@@ -188,29 +188,61 @@ fn memtable_insert(c: &mut Criterion) {
     group.finish();
 }
 
-/// A full scan merging four memtables of 25,000 interleaved keys each.
+/// Full scans merging memtables: four of 25,000 keys interleaved in turn (one source leads
+/// for one key at a time), and sixteen of 6,250 keys dealt at random, like the overlapping
+/// level-0 tables right after a random fill, both ways.
 fn merging_scan(c: &mut Criterion) {
-    let sources: Vec<Arc<MemTable>> = (0..4u64)
-        .map(|s| {
-            let mem = Arc::new(MemTable::new(icmp()));
-            for i in 0..25_000u64 {
-                mem.add(i + 1, ValueKind::Value, &user_key(i * 4 + s), b"value");
-            }
-            mem
-        })
-        .collect();
+    let build = |sources: u64, source_of: &mut dyn FnMut(u64) -> u64| -> Vec<Arc<MemTable>> {
+        let mems: Vec<Arc<MemTable>> = (0..sources)
+            .map(|_| Arc::new(MemTable::new(icmp())))
+            .collect();
+        for i in 0..100_000u64 {
+            mems[source_of(i) as usize].add(i + 1, ValueKind::Value, &user_key(i), b"value");
+        }
+        mems
+    };
+    let merged = |sources: &[Arc<MemTable>]| {
+        let children: Vec<Box<dyn InternalIterator>> = sources
+            .iter()
+            .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
+            .collect();
+        MergingIterator::new(icmp(), children)
+    };
+    let in_turn = build(4, &mut |i| i % 4);
+    let mut rng = StdRng::seed_from_u64(16);
+    let dealt = build(16, &mut |_| rng.gen_range(0..16));
     c.bench_function("merging_scan/4x25k", |b| {
         b.iter(|| {
-            let children: Vec<Box<dyn InternalIterator>> = sources
-                .iter()
-                .map(|m| Box::new(m.iter()) as Box<dyn InternalIterator>)
-                .collect();
-            let mut it = MergingIterator::new(icmp(), children);
+            let mut it = merged(&in_turn);
             it.seek_to_first();
             let mut n = 0usize;
             while it.valid() {
                 n += black_box(it.key()).len();
                 it.next();
+            }
+            n
+        })
+    });
+    c.bench_function("merging_scan/16_random", |b| {
+        b.iter(|| {
+            let mut it = merged(&dealt);
+            it.seek_to_first();
+            let mut n = 0usize;
+            while it.valid() {
+                n += black_box(it.key()).len();
+                it.next();
+            }
+            n
+        })
+    });
+    c.bench_function("merging_scan/16_random_reverse", |b| {
+        b.iter(|| {
+            let mut it = merged(&dealt);
+            it.seek_to_last();
+            let mut n = 0usize;
+            while it.valid() {
+                n += black_box(it.key()).len();
+                it.prev();
             }
             n
         })

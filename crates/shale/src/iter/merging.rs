@@ -264,7 +264,7 @@ mod tests {
             let mut all = Vec::new();
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
             let mut seq = 1;
-            for _ in 0..rng.gen_range(0..10) {
+            for _ in 0..rng.gen_range(0..20) {
                 let mut entries = Vec::new();
                 for _ in 0..rng.gen_range(0..30) {
                     let k = format!("k{:03}", rng.gen_range(0..50));

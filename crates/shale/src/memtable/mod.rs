@@ -183,8 +183,9 @@ impl fmt::Debug for MemTable {
 
 /// A bidirectional cursor over a [`MemTable`]; see [`InternalIterator`] for the contract.
 ///
-/// `next` is O(1); `prev` and `seek_to_last` search from the top of the skiplist, O(log n),
-/// because nodes have no backward links. Entries added after the cursor was made may or may not
+/// `next` is O(1). Nodes have no backward links, so `seek_to_last` searches from the top of the
+/// skiplist, O(log n), and `prev` does too, but collects about 16 predecessors per search, which
+/// the next backward steps take in O(1). Entries added after the cursor was made may or may not
 /// be seen, but everything it does see is in order and complete.
 pub struct MemTableIterator {
     inner: SkipListIter,
