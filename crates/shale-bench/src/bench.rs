@@ -30,7 +30,7 @@ use crate::progress::Progress;
 use crate::record::{BenchRecord, EngineRecord, Status};
 use crate::stats::{note_line, result_line, BenchStats, ThreadStats};
 use crate::sysinfo;
-use crate::values::ValueGen;
+use crate::values::ValuePool;
 
 /// Entries per batch of `fillbatch`, `fillrandbatch` and the influx workload.
 pub const BATCH_ENTRIES: u64 = 1000;
@@ -204,6 +204,8 @@ struct Ctx<'a> {
     /// position, so repeated benchmarks differ but every run is reproducible.
     seed: u64,
     progress: Progress,
+    /// The suite's value bytes; every client cuts its values from it with its own cursor.
+    values: &'a ValuePool,
 }
 
 impl Ctx<'_> {
@@ -330,9 +332,8 @@ fn do_write(ctx: &Ctx<'_>, spec: WriteSpec) -> Result<Outcome> {
         Order::Sequential => None,
     };
     let key_of = |i: u64| -> u64 { order.as_ref().map_or(i, |p| p.get(i)) };
-    let ratio = ctx.settings.flags.compression_ratio;
     let mode = WriteMode { sync: spec.sync };
-    let setup = |tid| ValueGen::new(ratio, spec.value_size, ctx.thread_seed(tid));
+    let setup = |tid| ctx.values.generator(ctx.thread_seed(tid));
     let stats = run_prepared_clients(
         ctx.threads(),
         ctx.histogram(),
@@ -491,7 +492,6 @@ fn do_read_while_writing(ctx: &Ctx<'_>) -> Result<Outcome> {
     let readers_done = AtomicUsize::new(0);
     let writer_failed = AtomicUsize::new(0);
     let value_size = ctx.settings.flags.value_size as usize;
-    let ratio = ctx.settings.flags.compression_ratio;
     /// Counts a reader as finished however it leaves, so the writer never spins forever.
     struct Done<'a>(&'a AtomicUsize);
     impl Drop for Done<'_> {
@@ -500,8 +500,7 @@ fn do_read_while_writing(ctx: &Ctx<'_>) -> Result<Outcome> {
         }
     }
     // Only the writer needs a value pool; readers get none.
-    let setup =
-        |tid| (tid == readers).then(|| ValueGen::new(ratio, value_size, ctx.thread_seed(tid)));
+    let setup = |tid| (tid == readers).then(|| ctx.values.generator(ctx.thread_seed(tid)));
     let stats = run_prepared_clients(
         readers + 1,
         ctx.histogram(),
@@ -651,7 +650,7 @@ fn do_fdatasync(ctx: &Ctx<'_>) -> Result<Outcome> {
             move |e: std::io::Error| Error::io(op, &path, e)
         };
         let mut file = std::fs::File::create(&path).map_err(io("create"))?;
-        let mut values = ValueGen::new(ctx.settings.flags.compression_ratio, record_len, ctx.seed);
+        let mut values = ctx.values.generator(ctx.thread_seed(tid));
         for _ in lo..hi {
             file.write_all(values.generate(record_len))
                 .map_err(io("write"))?;
@@ -676,7 +675,7 @@ fn do_codec(ctx: &Ctx<'_>, codec: Codec) -> Result<Outcome> {
         Codec::Compress | Codec::Uncompress => num * SNAPPY_BYTES_PER_ENTRY,
     };
     let block_len = CODEC_BLOCK_BYTES;
-    let mut values = ValueGen::new(ctx.settings.flags.compression_ratio, block_len, ctx.seed);
+    let mut values = ctx.values.generator(ctx.seed);
     let input = values.generate(block_len).to_vec();
     let compressed = snap::raw::Encoder::new()
         .compress_vec(&input)
@@ -975,6 +974,12 @@ pub fn run_suite(
     print_header: &mut dyn FnMut(&mut dyn Write, &engines::EngineInfo) -> std::io::Result<()>,
 ) -> EngineRecord {
     let per_engine_peak = sysinfo::reset_peak_rss();
+    // Built before the baseline sample: the harness's own buffers are not the engine's memory.
+    let values = ValuePool::new(
+        settings.flags.compression_ratio,
+        largest_value(settings),
+        settings.flags.seed,
+    );
     let anon_before = sysinfo::anon_rss_bytes();
     let sampler = sysinfo::AnonPeakSampler::start(std::time::Duration::from_millis(5));
     let mut record = EngineRecord {
@@ -992,7 +997,7 @@ pub fn run_suite(
         peak_anon_rss_bytes: None,
         error: None,
     };
-    if let Err(e) = suite_body(settings, kind, dir, out, print_header, &mut record) {
+    if let Err(e) = suite_body(settings, kind, dir, &values, out, print_header, &mut record) {
         let line = note_line("error", &e.to_string());
         let _ = writeln!(out, "{line}");
         record.error = Some(e.to_string());
@@ -1015,10 +1020,23 @@ fn open_engine(
     engines::open(kind, &settings.engine_config(PathBuf::from(dir)))
 }
 
+/// The largest value any of the suite's benchmarks writes (or codes), which the value pool
+/// must hold.
+fn largest_value(settings: &Settings) -> usize {
+    let f = &settings.flags;
+    let mut largest = (f.key_size + f.value_size) as usize; // fdatasync's records
+    largest = largest.max(CODEC_BLOCK_BYTES);
+    if settings.benchmarks.contains(&Benchmark::Fill100K) {
+        largest = largest.max(LARGE_VALUE_BYTES);
+    }
+    largest
+}
+
 fn suite_body(
     settings: &Settings,
     kind: EngineKind,
     dir: &Path,
+    values: &ValuePool,
     out: &mut dyn Write,
     print_header: &mut dyn FnMut(&mut dyn Write, &engines::EngineInfo) -> std::io::Result<()>,
     record: &mut EngineRecord,
@@ -1064,6 +1082,7 @@ fn suite_body(
                 &format!("{} {}", kind.name(), name),
                 expected_ops(settings, bench),
             ),
+            values,
         };
         let mut emit = |step: &str, outcome: Outcome| -> Result<()> {
             let rec = finish_record(step, outcome, bench.writes().then_some(dir))?;

@@ -97,9 +97,9 @@ pub struct EngineRecord {
     /// own, and what earlier engines left in the allocator.
     pub anon_rss_before_bytes: Option<u64>,
     /// The largest anonymous resident memory sampled while this engine ran (every 5 ms).
-    /// Minus `anon_rss_before_bytes`, the engine's heap at its peak plus the benchmark's
-    /// per-benchmark buffers (about 1 MiB of values a client thread; the key order is computed
-    /// key by key, in constant memory).
+    /// Minus `anon_rss_before_bytes`, the engine's heap at its peak: the benchmark's value
+    /// pool is built before the baseline, its per-client cursors and buffers are a few bytes,
+    /// and the key order is computed key by key, in constant memory.
     pub peak_anon_rss_bytes: Option<u64>,
     /// The error that stopped the suite, if one did.
     pub error: Option<String>,

@@ -228,8 +228,10 @@ pub fn render(run: &RunRecord) -> String {
         "<h2>Peak anonymous memory (heap; shorter is better)</h2>\n<p class=\"note\">The \
          largest <code>RssAnon</code> sampled every 5 ms while the engine ran, minus what was \
          resident before it opened. Unlike the peak RSS above it leaves out the file pages a \
-         memory map touched, and it includes the benchmark's own buffers (about 1 MiB of \
-         values per client thread; the key order is computed key by key).</p>"
+         memory map touched. The benchmark's value pool (1 MiB) is built before that baseline; \
+         what it still allocates while the engine runs is each client's key and batch buffers \
+         (about 120 KB for a batch of 1,000 entries; the key order is computed key by \
+         key).</p>"
     );
     let rows: Vec<(usize, &str, f64, String)> = run
         .engines

@@ -6,6 +6,13 @@
 //! compressor (snappy) finds the repeats and shrinks a value to about `ratio` of its size.
 //! Values are slices of the pool taken at a moving offset, so generating one costs nothing and
 //! consecutive values differ.
+//!
+//! One pool serves a whole engine's suite, every benchmark and client thread, each with its own
+//! cursor. It is built before the engine's memory baseline is sampled, so the anonymous-memory
+//! growth the report charts is the engine's alone (a pool per benchmark used to add 1 MiB to
+//! every engine's figure).
+
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 
@@ -14,15 +21,18 @@ const POOL_BYTES_MIN: usize = 1 << 20;
 /// Length of one compressible piece.
 const PIECE_BYTES: usize = 100;
 
-/// Hands out values that compress to about the configured ratio.
+/// The shared, read-only bytes that values are cut from.
 #[derive(Debug, Clone)]
-pub struct ValueGen {
-    pool: Vec<u8>,
-    position: usize,
+pub struct ValuePool {
+    /// A `Vec` rather than an `Arc<[u8]>`: converting would copy the pool and free the
+    /// `Vec`'s buffer, and freeing a block that large raises glibc's mmap threshold for the
+    /// rest of the process (see `docs/benchmarks.md`, "Where the anonymous-memory overshoot
+    /// comes from").
+    bytes: Arc<Vec<u8>>,
 }
 
-impl ValueGen {
-    /// A generator for values up to `max_value_size` bytes compressing to about
+impl ValuePool {
+    /// A pool for values up to `max_value_size` bytes compressing to about
     /// `compression_ratio` (clamped to 0.01..=1.0) of their size.
     pub fn new(compression_ratio: f64, max_value_size: usize, seed: u64) -> Self {
         let ratio = compression_ratio.clamp(0.01, 1.0);
@@ -43,11 +53,46 @@ impl ValueGen {
             }
         }
         pool.truncate(pool_len);
-        ValueGen { pool, position: 0 }
+        ValuePool {
+            bytes: Arc::new(pool),
+        }
     }
 
+    /// A cursor over the pool starting at an offset drawn from `seed`, so that clients
+    /// seeded differently write different values. The offset is a whole number of pieces, as
+    /// db_bench's cursor starts at 0: a value of piece size straddling two pieces would
+    /// compress worse than the ratio.
+    pub fn generator(&self, seed: u64) -> ValueGen {
+        let pieces = (self.bytes.len() / PIECE_BYTES).max(1);
+        let start = rand::rngs::StdRng::seed_from_u64(seed).gen_range(0..pieces) * PIECE_BYTES;
+        ValueGen {
+            pool: Arc::clone(&self.bytes),
+            position: start,
+        }
+    }
+
+    /// The pool's length: the largest value it can hand out.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the pool is empty (never: it holds at least 1 MiB).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// Hands out values that compress to about the configured ratio: a cursor over a
+/// [`ValuePool`].
+#[derive(Debug, Clone)]
+pub struct ValueGen {
+    pool: Arc<Vec<u8>>,
+    position: usize,
+}
+
+impl ValueGen {
     /// The next value of `len` bytes (`len` must not exceed the pool; it never does for sizes
-    /// up to the `max_value_size` given at construction).
+    /// up to the `max_value_size` the pool was built for).
     pub fn generate(&mut self, len: usize) -> &[u8] {
         let len = len.min(self.pool.len());
         if self.position + len > self.pool.len() {
@@ -64,7 +109,7 @@ mod tests {
     use super::*;
 
     fn compressed_fraction(ratio: f64, value_size: usize) -> f64 {
-        let mut g = ValueGen::new(ratio, value_size, 301);
+        let mut g = ValuePool::new(ratio, value_size, 301).generator(1);
         let mut raw = 0usize;
         let mut packed = 0usize;
         let mut enc = snap::raw::Encoder::new();
@@ -90,7 +135,9 @@ mod tests {
 
     #[test]
     fn values_have_the_requested_length_and_vary() {
-        let mut g = ValueGen::new(0.5, 100_000, 1);
+        let pool = ValuePool::new(0.5, 100_000, 1);
+        assert!(pool.len() >= 200_000);
+        let mut g = pool.generator(2);
         let a = g.generate(100).to_vec();
         let b = g.generate(100).to_vec();
         assert_eq!(a.len(), 100);
