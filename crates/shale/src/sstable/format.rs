@@ -13,10 +13,7 @@
 //! Format doc: `docs/format/sstable.md` ("Block handles", "Block trailer", "Compression",
 //! "Footer").
 
-use std::cell::RefCell;
-use std::os::raw::{c_char, c_int, c_void};
 use std::path::Path;
-use std::ptr::NonNull;
 
 use crate::codec::{
     crc32c, crc32c_extend, decode_fixed32, decode_fixed64, mask_crc, put_fixed32, put_fixed64,
@@ -222,44 +219,12 @@ pub fn encode_block_trailer(contents: &[u8], block_type: u8) -> [u8; BLOCK_TRAIL
     [block_type, crc[0], crc[1], crc[2], crc[3]]
 }
 
-// Part of the LZ4 library that lz4-sys builds and links (lz4.h, "static linking only" API),
-// but not among its bindings.
-extern "C" {
-    fn LZ4_compress_fast_extState_fastReset(
-        state: *mut c_void,
-        src: *const c_char,
-        dst: *mut c_char,
-        src_size: c_int,
-        dst_capacity: c_int,
-        acceleration: c_int,
-    ) -> c_int;
-}
-
-/// An LZ4 compression state, freed with the thread that made it.
-struct Lz4State(NonNull<lz4_sys::LZ4StreamEncode>);
-
-impl Drop for Lz4State {
-    fn drop(&mut self) {
-        // SAFETY: the state came from LZ4_createStream and is freed once, here.
-        unsafe { lz4_sys::LZ4_freeStream(self.0.as_ptr()) };
-    }
-}
-
-thread_local! {
-    /// Each thread's LZ4 compression state, reused from block to block.
-    ///
-    /// Why: the stateless `LZ4_compress_default` clears a 16 KiB hash table on its stack for
-    /// every call, four times the size of a table block; a state reused with the fast reset
-    /// clears it only when its offsets run out (every 64 KiB of input).
-    static LZ4_STATE: RefCell<Option<Lz4State>> = const { RefCell::new(None) };
-}
-
 /// Appends the fixed32 LE length of `raw` and `raw` as one LZ4 block (the reference C library,
 /// whose decoder took half the instructions of `lz4_flex` on the benchmark's table blocks,
 /// measured with callgrind) to `out`.
 /// Returns false if the block is too large for LZ4 or the library fails.
 fn lz4_compress(raw: &[u8], out: &mut Vec<u8>) -> bool {
-    let Ok(len) = c_int::try_from(raw.len()) else {
+    let Ok(len) = std::os::raw::c_int::try_from(raw.len()) else {
         return false;
     };
     // SAFETY: LZ4_compressBound is a pure function of its argument.
@@ -273,28 +238,15 @@ fn lz4_compress(raw: &[u8], out: &mut Vec<u8>) -> bool {
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.reserve(capacity);
     let start = out.len();
-    let src = raw.as_ptr().cast::<c_char>();
-    // SAFETY (pointer arithmetic): `start` is `out`'s length, within its allocation.
-    let dst = unsafe { out.as_mut_ptr().add(start) }.cast::<c_char>();
-    let reused = LZ4_STATE.with(|cell| {
-        let mut slot = cell.try_borrow_mut().ok()?;
-        if slot.is_none() {
-            // SAFETY: LZ4_createStream allocates and initialises a state, or returns null.
-            let state = NonNull::new(unsafe { lz4_sys::LZ4_createStream() })?;
-            *slot = Some(Lz4State(state));
-        }
-        let state = slot.as_ref()?.0.as_ptr().cast::<c_void>();
-        // SAFETY: `state` came from LZ4_createStream and was last used (if at all) by this
-        // function, so it is "correctly initialised" for the fast reset (lz4.h); `raw` is
-        // readable for `len` bytes; `dst` is `out`'s spare capacity, at least `bound`
-        // writable bytes, and the library writes at most `bound` bytes.
-        Some(unsafe { LZ4_compress_fast_extState_fastReset(state, src, dst, len, bound, 1) })
-    });
-    let written = match reused {
-        Some(written) => written,
-        // No state (allocation failed): the stateless call, which clears a state on its stack.
-        // SAFETY: as above.
-        None => unsafe { lz4_sys::LZ4_compress_default(src, dst, len, bound) },
+    // SAFETY: `raw` is readable for `len` bytes; the destination is `out`'s spare capacity,
+    // at least `bound` writable bytes, and LZ4_compress_default writes at most `bound` bytes.
+    let written = unsafe {
+        lz4_sys::LZ4_compress_default(
+            raw.as_ptr().cast(),
+            out.as_mut_ptr().add(start).cast(),
+            len,
+            bound,
+        )
     };
     let Ok(written) = usize::try_from(written) else {
         return false;
@@ -312,7 +264,10 @@ fn lz4_compress(raw: &[u8], out: &mut Vec<u8>) -> bool {
 /// LZ4_decompress_safe never reads past its input nor writes past `max_len` bytes, and reports
 /// malformed input as a negative result.
 fn lz4_decompress(body: &[u8], max_len: usize) -> std::result::Result<Vec<u8>, String> {
-    let (Ok(src_len), Ok(dst_len)) = (c_int::try_from(body.len()), c_int::try_from(max_len)) else {
+    let (Ok(src_len), Ok(dst_len)) = (
+        std::os::raw::c_int::try_from(body.len()),
+        std::os::raw::c_int::try_from(max_len),
+    ) else {
         return Err("lz4 block too large".into());
     };
     let mut out: Vec<u8> = super::buffers::take(max_len);
@@ -634,51 +589,6 @@ mod tests {
             );
             assert_eq!(compress_block(c, &random, &mut out), BLOCK_TYPE_NONE);
             assert!(out.is_empty());
-        }
-    }
-
-    /// One thread's LZ4 state serves block after block: past 64 KiB of input it clears its
-    /// table, and a block of 64 KiB or more switches the table's layout. Every block must still
-    /// decode alone to its input, and no match may reach into an earlier block.
-    #[test]
-    fn lz4_blocks_compressed_in_a_row_each_decode_alone() {
-        let mut state = 0x9e37_79b9_u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state >> 33
-        };
-        // Repeated phrases shared between blocks, so a stale table entry would find matches
-        // in the previous block if the compressor ever looked there.
-        let phrases: Vec<Vec<u8>> = (0..8)
-            .map(|i| format!("phrase-{i}-{}", "x".repeat(i * 3)).into_bytes())
-            .collect();
-        for round in 0..200 {
-            let len = match round % 10 {
-                0 => 70_000 + (next() % 10_000) as usize,
-                1 => (next() % 16) as usize,
-                _ => 1_000 + (next() % 6_000) as usize,
-            };
-            let mut raw = Vec::with_capacity(len);
-            while raw.len() < len {
-                if next() % 4 == 0 {
-                    raw.push(next() as u8);
-                } else {
-                    raw.extend_from_slice(&phrases[(next() % 8) as usize]);
-                }
-            }
-            raw.truncate(len);
-            let mut out = Vec::new();
-            let t = compress_block(Compression::Lz4, &raw, &mut out);
-            let stored = if t == BLOCK_TYPE_NONE { raw.clone() } else { out };
-            let mut with_trailer = stored.clone();
-            with_trailer.extend_from_slice(&encode_block_trailer(&stored, t));
-            assert_eq!(
-                decode_block(&p(), 0, with_trailer, true).expect("decode"),
-                raw,
-                "round {round}, {len} bytes"
-            );
         }
     }
 
