@@ -230,7 +230,7 @@ pub fn render(run: &RunRecord) -> String {
          resident before it opened. Unlike the peak RSS above it leaves out the file pages a \
          memory map touched. The benchmark's value pool (1 MiB) is built before that baseline; \
          what it still allocates while the engine runs is each client's key and batch buffers \
-         (about 120 KB for a batch of 1,000 entries; the key order is computed key by \
+         (about 150 KB for a batch of 1,000 entries; the key order is computed key by \
          key).</p>"
     );
     let rows: Vec<(usize, &str, f64, String)> = run

