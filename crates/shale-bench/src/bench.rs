@@ -499,7 +499,7 @@ fn do_read_while_writing(ctx: &Ctx<'_>) -> Result<Outcome> {
             self.0.fetch_add(1, Ordering::Release);
         }
     }
-    // Only the writer needs a value pool; readers get none.
+    // Only the writer needs a value cursor; readers get none.
     let setup = |tid| (tid == readers).then(|| ctx.values.generator(ctx.thread_seed(tid)));
     let stats = run_prepared_clients(
         readers + 1,
