@@ -70,16 +70,6 @@ impl ValuePool {
             position: start,
         }
     }
-
-    /// The pool's length: the largest value it can hand out.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether the pool is empty (never: it holds at least 1 MiB).
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
 }
 
 /// Hands out values that compress to about the configured ratio: a cursor over a
@@ -135,9 +125,7 @@ mod tests {
 
     #[test]
     fn values_have_the_requested_length_and_vary() {
-        let pool = ValuePool::new(0.5, 100_000, 1);
-        assert!(pool.len() >= 200_000);
-        let mut g = pool.generator(2);
+        let mut g = ValuePool::new(0.5, 100_000, 1).generator(2);
         let a = g.generate(100).to_vec();
         let b = g.generate(100).to_vec();
         assert_eq!(a.len(), 100);

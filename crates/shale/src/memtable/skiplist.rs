@@ -459,9 +459,11 @@ impl SkipList {
         }
     }
 
-    /// The last node with key `< target` (or `<= target` when `inclusive`); `None` if there is
-    /// none.
-    fn find_last_before(&self, target: &[u8], inclusive: bool) -> Option<NodeRef<'_>> {
+    /// The last node with key `< target` (or `<= target` when `inclusive`) that a search from
+    /// the top finds by the time it reaches level `stop`, or the head if it finds none. With
+    /// `stop` 0 that is the last such node of the list; higher up, a node from which a walk on
+    /// level 0 reaches it (a backward step walks from there, collecting the nodes between).
+    fn find_last_before(&self, target: &[u8], inclusive: bool, stop: usize) -> NodeRef<'_> {
         let mut x = self.head();
         let mut level = self.max_height() - 1;
         loop {
@@ -472,24 +474,6 @@ impl SkipList {
                     Ordering::Equal => inclusive,
                     Ordering::Greater => false,
                 });
-            match advance {
-                Some(n) => x = n,
-                None if level == 0 => return (!x.is(self.head())).then_some(x),
-                None => level -= 1,
-            }
-        }
-    }
-
-    /// A node to walk forward from to reach the last nodes before `target`: the last node with
-    /// key `< target` linked at level `stop` or above (or found by the time the search gets
-    /// there), or the head if there is none.
-    fn find_anchor_before(&self, target: &[u8], stop: usize) -> NodeRef<'_> {
-        let mut x = self.head();
-        let mut level = self.max_height() - 1;
-        loop {
-            let advance = x
-                .next(level)
-                .filter(|n| self.cmp.compare(n.key(), target) == Ordering::Less);
             match advance {
                 Some(n) => x = n,
                 None if level <= stop => return x,
@@ -597,8 +581,9 @@ impl SkipListIter {
     /// Positions at the last entry `<= target`.
     pub(crate) fn seek_for_prev(&mut self, target: &[u8]) {
         self.behind.clear();
-        let found = self.list.find_last_before(target, true).map(|n| n.ptr);
-        self.node = found;
+        let list = &*self.list;
+        let found = list.find_last_before(target, true, 0);
+        self.node = (!found.is(list.head())).then_some(found.ptr);
     }
 
     /// Moves to the next entry; stays invalid if invalid.
@@ -624,7 +609,7 @@ impl SkipListIter {
         // alive by `self.list` for as long as this borrow).
         let current = unsafe { NodeRef::new(current) };
         let list = &*self.list;
-        let anchor = list.find_anchor_before(current.key(), BACKWARD_SEARCH_LEVEL);
+        let anchor = list.find_last_before(current.key(), false, BACKWARD_SEARCH_LEVEL);
         let mut x = if anchor.is(list.head()) {
             anchor.next(0)
         } else {
@@ -658,7 +643,7 @@ impl SkipListIter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::BytewiseComparator;
+    use crate::key::{make_internal_key, pack_trailer, BytewiseComparator, ValueKind};
 
     fn list() -> Arc<SkipList> {
         Arc::new(SkipList::new(InternalKeyComparator::new(Arc::new(
@@ -750,10 +735,8 @@ mod tests {
                 return;
             }
             let user = format!("{n:06}");
-            l.insert(user.as_bytes(), 1 << 8 | 1, b"v");
-            let mut ikey = user.into_bytes();
-            ikey.extend_from_slice(&(1u64 << 8 | 1).to_le_bytes());
-            keys.push(ikey);
+            l.insert(user.as_bytes(), pack_trailer(1, ValueKind::Value), b"v");
+            keys.push(make_internal_key(user.as_bytes(), 1, ValueKind::Value));
         };
         for _ in 0..3_000 {
             add(&l, &mut keys, rng.gen_range(0..1_000_000));
@@ -814,13 +797,10 @@ mod tests {
     #[test]
     fn a_backward_scan_during_inserts_sees_every_older_key_in_order() {
         let l = list();
-        let ikey = |n: u64| {
-            let mut k = format!("{n:06}").into_bytes();
-            k.extend_from_slice(&(1u64 << 8 | 1).to_le_bytes());
-            k
-        };
+        let ikey = |n: u64| make_internal_key(format!("{n:06}").as_bytes(), 1, ValueKind::Value);
+        let trailer = pack_trailer(1, ValueKind::Value);
         for n in (0..2_000).map(|n| n * 2) {
-            l.insert(format!("{n:06}").as_bytes(), 1 << 8 | 1, b"v");
+            l.insert(format!("{n:06}").as_bytes(), trailer, b"v");
         }
         let mut it = SkipListIter::new(l.clone());
         it.seek_to_last();
@@ -833,7 +813,7 @@ mod tests {
             }
             // An odd key, landing just below the cursor: among the collected predecessors.
             if odd > 0 {
-                l.insert(format!("{odd:06}").as_bytes(), 1 << 8 | 1, b"v");
+                l.insert(format!("{odd:06}").as_bytes(), trailer, b"v");
                 odd -= 2;
             }
         }
