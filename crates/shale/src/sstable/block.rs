@@ -362,13 +362,17 @@ pub struct BlockIter<B: Deref<Target = Block> = Arc<Block>> {
     prev_cache_keys: Vec<u8>,
     /// The restart region `prev_cache` holds.
     prev_cache_region: Option<usize>,
+    /// When the current entry was reached by `prev`: its index in `prev_cache`, whose copy of
+    /// the key is the current key (`key` is then stale, and is rebuilt only if the cursor
+    /// decodes forward from here). A backward step then copies no key and searches nothing.
+    cached: Option<usize>,
 }
 
 /// One decoded entry of [`BlockIter::prev_cache`].
 #[derive(Clone, Copy)]
 struct CachedEntry {
+    /// Offset of the entry; the next one starts at `value_end`.
     current: usize,
-    next_offset: usize,
     value_start: usize,
     value_end: usize,
     key_start: usize,
@@ -401,6 +405,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             prev_cache: Vec::new(),
             prev_cache_keys: Vec::new(),
             prev_cache_region: None,
+            cached: None,
         }
     }
 
@@ -421,6 +426,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         self.prev_cache.clear();
         self.prev_cache_keys.clear();
         self.prev_cache_region = None;
+        self.cached = None;
     }
 
     /// The block this cursor reads.
@@ -445,10 +451,34 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 
     /// The current key (empty when not valid).
     pub fn key(&self) -> &[u8] {
-        if self.valid {
-            &self.key
-        } else {
-            &[]
+        if !self.valid {
+            return &[];
+        }
+        match self.cached {
+            Some(i) => self.cached_key(i),
+            None => &self.key,
+        }
+    }
+
+    /// The key of `prev_cache[i]`.
+    fn cached_key(&self, i: usize) -> &[u8] {
+        self.prev_cache
+            .get(i)
+            .and_then(|e| self.prev_cache_keys.get(e.key_start..e.key_end))
+            .unwrap_or_default()
+    }
+
+    /// Makes `key` the current key again after backward steps served it from `prev_cache`,
+    /// before the cursor decodes forward (the next entry's key is a delta on it).
+    fn materialize_key(&mut self) {
+        if let Some(i) = self.cached.take() {
+            let (start, end) = self
+                .prev_cache
+                .get(i)
+                .map_or((0, 0), |e| (e.key_start, e.key_end));
+            self.key.clear();
+            self.key
+                .extend_from_slice(self.prev_cache_keys.get(start..end).unwrap_or_default());
         }
     }
 
@@ -466,6 +496,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 
     fn fail(&mut self, offset: usize, message: &'static str) {
         self.valid = false;
+        self.cached = None;
         self.current = self.block.restart_offset;
         self.next_offset = self.block.restart_offset;
         if self.corruption.is_none() {
@@ -474,6 +505,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
     }
 
     fn seek_to_restart(&mut self, index: usize) {
+        self.cached = None;
         self.key.clear();
         self.restart_index = index;
         self.next_offset = self.block.restart_point(index);
@@ -558,6 +590,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             self.valid = false;
             return false;
         }
+        self.materialize_key();
         let end = self.block.restart_offset;
         self.current = self.next_offset;
         if self.current >= end {
@@ -603,12 +636,20 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         if !self.valid {
             return;
         }
+        // Stepping back inside the cached region: the entry before this one in the cache.
+        if let Some(i) = self.cached {
+            if i > 0 {
+                self.take_cached(i - 1);
+                return;
+            }
+        }
         let original = self.current;
         // Find the last restart point strictly before the current entry, then decode forward
         // to the entry that ends where the current one starts.
         while self.block.restart_point(self.restart_index) >= original {
             if self.restart_index == 0 {
                 self.valid = false;
+                self.cached = None;
                 self.current = self.block.restart_offset;
                 self.next_offset = self.block.restart_offset;
                 return;
@@ -622,26 +663,33 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         match self
             .prev_cache
             .iter()
-            .rposition(|e| e.next_offset == original)
+            .rposition(|e| e.value_end == original)
         {
             Some(i) => {
-                let e = self.prev_cache[i];
-                self.key.clear();
-                self.key
-                    .extend_from_slice(&self.prev_cache_keys[e.key_start..e.key_end]);
-                self.current = e.current;
-                self.next_offset = e.next_offset;
-                self.value_start = e.value_start;
-                self.value_end = e.value_end;
                 self.restart_index = region;
-                self.valid = true;
+                self.take_cached(i);
             }
             None => self.fail(original, "no entry ends where the current entry starts"),
         }
     }
 
-    /// Decodes every entry of restart region `region` into the prev cache. Returns false (with
-    /// the cursor failed) on corruption.
+    /// Positions at `prev_cache[i]` (an entry of the region `restart_index` names), its key
+    /// served from the cache.
+    fn take_cached(&mut self, i: usize) {
+        let Some(&e) = self.prev_cache.get(i) else {
+            return self.fail(self.current, "backward step past the decoded region");
+        };
+        self.current = e.current;
+        self.next_offset = e.value_end;
+        self.value_start = e.value_start;
+        self.value_end = e.value_end;
+        self.cached = Some(i);
+        self.valid = true;
+    }
+
+    /// Decodes every entry of restart region `region` into the prev cache, each key built in
+    /// the cache from the one before it, without moving the cursor. Returns false (with the
+    /// cursor failed) on corruption.
     fn fill_prev_cache(&mut self, region: usize) -> bool {
         self.prev_cache.clear();
         self.prev_cache_keys.clear();
@@ -651,21 +699,36 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         } else {
             self.block.restart_offset
         };
-        self.seek_to_restart(region);
-        while self.next_offset < region_end && self.parse_next() {
+        let mut at = self.block.restart_point(region);
+        // Where the previous entry's key starts in `prev_cache_keys`, and its length.
+        let (mut prev_start, mut prev_len) = (0, 0);
+        while at < region_end {
+            let e = match self.decode_entry(at, prev_len) {
+                Ok(e) => e,
+                Err((at, m)) => {
+                    self.fail(at, m);
+                    return false;
+                }
+            };
             let key_start = self.prev_cache_keys.len();
-            self.prev_cache_keys.extend_from_slice(&self.key);
+            self.prev_cache_keys
+                .extend_from_within(prev_start..prev_start + e.shared);
+            self.prev_cache_keys.extend_from_slice(
+                self.block
+                    .data
+                    .get(e.key_start..e.value_start)
+                    .unwrap_or_default(),
+            );
+            let key_end = self.prev_cache_keys.len();
             self.prev_cache.push(CachedEntry {
-                current: self.current,
-                next_offset: self.next_offset,
-                value_start: self.value_start,
-                value_end: self.value_end,
+                current: at,
+                value_start: e.value_start,
+                value_end: e.value_end,
                 key_start,
-                key_end: self.prev_cache_keys.len(),
+                key_end,
             });
-        }
-        if self.corruption.is_some() {
-            return false;
+            (prev_start, prev_len) = (key_start, key_end - key_start);
+            at = e.value_end;
         }
         self.prev_cache_region = Some(region);
         true
@@ -687,6 +750,7 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
         if self.corruption.is_some() {
             return;
         }
+        self.cached = None;
         // Binary search for the last restart point whose key is < target.
         let (mut left, mut right) = match &self.block.prefixes {
             Some(prefixes) => prefixes.bounds(target),
@@ -1057,13 +1121,22 @@ mod tests {
 
     #[test]
     fn random_walk_against_oracle() {
+        // Interval 1 has no region to cache; 16 gives backward steps long runs served from the
+        // cache, broken by forward steps and seeks.
+        for interval in [1, 3, 16] {
+            random_walk(interval, 3000);
+        }
+    }
+
+    fn random_walk(interval: usize, steps: usize) {
         let items = entries(200);
-        let block = build(&items, 3);
+        let block = build(&items, interval);
         let mut it = BlockIter::new(block, icmp());
         let mut rng = rand::rngs::StdRng::seed_from_u64(42);
         let mut pos: Option<usize> = None;
-        for _ in 0..3000 {
-            match rng.gen_range(0..6) {
+        for _ in 0..steps {
+            // Backward steps twice as likely as the others, so walks reach across regions.
+            match rng.gen_range(0..7) {
                 0 => {
                     it.seek_to_first();
                     pos = Some(0);
