@@ -334,65 +334,26 @@ impl SkipList {
         // Where the node goes at each level. Levels above the current height start at the head.
         let mut prev = [self.head(); MAX_HEIGHT];
         let list_height = self.max_height();
-        let mut x = self.head();
-        let mut level = list_height - 1;
-        // First try the splice the previous insert left: from the top down, keep each level's
-        // remembered predecessor while it still brackets the key. Ordered inserts (sequential
-        // keys, a sorted batch) find every level valid and compare against only a few nodes.
-        let mut splice_holds_to_bottom = false;
-        let mut known_smaller: Option<NodeRef<'_>> = None;
-        let mut known_bigger: Option<NodeRef<'_>> = None;
-        loop {
-            // SAFETY: a splice slot is the head or a published node of this list with a tower
-            // slot at `level` (see `Writer::splice`).
-            let candidate = unsafe { NodeRef::new(writer.splice[level]) };
-            let before = candidate.is(self.head())
-                || known_smaller.is_some_and(|k| k.is(candidate))
-                || self.cmp.compare(candidate.key(), key) == Ordering::Less;
-            if !before {
-                break;
+        // An append past the largest key (a sequential load) goes after the splice at every
+        // level: when the splice's level-0 node has no successor, it is the last node, and every
+        // level's splice node is the last of its level (nothing is larger than that node, and
+        // nothing between a level's splice node and it reaches that level). One comparison
+        // then places the node, where walking the splice compares at each level.
+        // SAFETY: a splice slot is the head or a published node of this list (`Writer::splice`).
+        let last = unsafe { NodeRef::new(writer.splice[0]) };
+        let append = !last.is(self.head())
+            && last.next(0).is_none()
+            && self.cmp.compare(last.key(), key) == Ordering::Less;
+        if append {
+            for (p, &slot) in prev.iter_mut().zip(&writer.splice).take(list_height) {
+                // SAFETY: as above, with a tower slot at every level below `list_height`
+                // that it holds a node for.
+                *p = unsafe { NodeRef::new(slot) };
             }
-            known_smaller = Some(candidate);
-            let next = candidate.next(level);
-            let brackets = match (next, known_bigger) {
-                (None, _) => true,
-                (Some(n), Some(b)) if n.is(b) => true,
-                (Some(n), _) => self.cmp.compare(n.key(), key) != Ordering::Less,
-            };
-            if !brackets {
-                break;
-            }
-            known_bigger = next;
-            prev[level] = candidate;
-            x = candidate;
-            if level == 0 {
-                splice_holds_to_bottom = true;
-                break;
-            }
-            level -= 1;
+        } else {
+            self.find_insert_position(&writer.splice, key, list_height, &mut prev);
         }
-        // Then an ordinary descent from the lowest level the splice still held at.
-        if !splice_holds_to_bottom {
-            loop {
-                let next = x.next(level);
-                if let Some(next) = next {
-                    next.prefetch_next(level);
-                }
-                if level > 0 {
-                    x.prefetch_next(level - 1);
-                }
-                match next {
-                    Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
-                    _ => {
-                        prev[level] = x;
-                        if level == 0 {
-                            break;
-                        }
-                        level -= 1;
-                    }
-                }
-            }
-        }
+
         if height > list_height {
             // Readers that see the new height before the node is linked find empty head slots
             // there and step down, which is harmless.
@@ -431,6 +392,75 @@ impl SkipList {
             writer.arena.used_bytes() + writer.values.used_bytes(),
             atomic::Ordering::Relaxed,
         );
+    }
+
+    /// Fills `prev` below `list_height` with the predecessors of `key` at each level: first
+    /// from the splice the previous insert left, from the top down while each level's
+    /// remembered predecessor still brackets the key (ordered inserts, such as a sorted batch,
+    /// find every level valid and compare against only a few nodes), then by an ordinary
+    /// descent from the lowest level the splice still held at.
+    fn find_insert_position<'a>(
+        &'a self,
+        splice: &[NonNull<Node>; MAX_HEIGHT],
+        key: &[u8],
+        list_height: usize,
+        prev: &mut [NodeRef<'a>; MAX_HEIGHT],
+    ) {
+        let mut x = self.head();
+        let mut level = list_height - 1;
+        let mut splice_holds_to_bottom = false;
+        let mut known_smaller: Option<NodeRef<'_>> = None;
+        let mut known_bigger: Option<NodeRef<'_>> = None;
+        loop {
+            // SAFETY: a splice slot is the head or a published node of this list with a tower
+            // slot at `level` (see `Writer::splice`).
+            let candidate = unsafe { NodeRef::new(splice[level]) };
+            let before = candidate.is(self.head())
+                || known_smaller.is_some_and(|k| k.is(candidate))
+                || self.cmp.compare(candidate.key(), key) == Ordering::Less;
+            if !before {
+                break;
+            }
+            known_smaller = Some(candidate);
+            let next = candidate.next(level);
+            let brackets = match (next, known_bigger) {
+                (None, _) => true,
+                (Some(n), Some(b)) if n.is(b) => true,
+                (Some(n), _) => self.cmp.compare(n.key(), key) != Ordering::Less,
+            };
+            if !brackets {
+                break;
+            }
+            known_bigger = next;
+            prev[level] = candidate;
+            x = candidate;
+            if level == 0 {
+                splice_holds_to_bottom = true;
+                break;
+            }
+            level -= 1;
+        }
+        if !splice_holds_to_bottom {
+            loop {
+                let next = x.next(level);
+                if let Some(next) = next {
+                    next.prefetch_next(level);
+                }
+                if level > 0 {
+                    x.prefetch_next(level - 1);
+                }
+                match next {
+                    Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
+                    _ => {
+                        prev[level] = x;
+                        if level == 0 {
+                            break;
+                        }
+                        level -= 1;
+                    }
+                }
+            }
+        }
     }
 
     /// The first node with key `>= target`.
@@ -693,6 +723,68 @@ mod tests {
         assert_eq!(it.position_height(), None);
         assert_eq!(l.len(), 0);
         assert!(l.memory_usage() > 0, "the head lives in the arena");
+    }
+
+    /// Runs of appends past the largest key (the one-comparison path) interleaved with inserts
+    /// anywhere, including right after an append and right before the next one: every level,
+    /// walked from the head, must be in ascending order and hold exactly the nodes of that
+    /// height or more, and level 0 every key.
+    #[test]
+    fn appends_and_inserts_anywhere_keep_every_level_ordered() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let l = list();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut next_append = 1_000_000u64;
+        for round in 0..300u64 {
+            let user = if rng.gen_bool(0.6) {
+                next_append += rng.gen_range(1..4);
+                format!("{next_append:09}")
+            } else {
+                format!("{:09}", rng.gen_range(0..next_append + 2))
+            };
+            let ikey = make_internal_key(user.as_bytes(), round + 1, ValueKind::Value);
+            l.insert(
+                user.as_bytes(),
+                pack_trailer(round + 1, ValueKind::Value),
+                b"v",
+            );
+            keys.push(ikey);
+        }
+        keys.sort_by(|a, b| l.cmp.compare(a, b));
+        let head = l.head();
+        let mut below: Option<Vec<Vec<u8>>> = None;
+        for level in 0..MAX_HEIGHT {
+            let mut at_level = Vec::new();
+            let mut x = head;
+            while let Some(n) = x.next(level) {
+                assert!(n.height() > level, "a node linked above its height");
+                at_level.push(n.key().to_vec());
+                x = n;
+            }
+            assert!(
+                at_level
+                    .windows(2)
+                    .all(|w| l.cmp.compare(&w[0], &w[1]) == Ordering::Less),
+                "level {level} out of order"
+            );
+            match &below {
+                None => assert_eq!(at_level, keys, "level 0 must hold every key in order"),
+                Some(lower) => {
+                    let expected: Vec<Vec<u8>> = lower
+                        .iter()
+                        .filter(|k| {
+                            let mut it = SkipListIter::new(l.clone());
+                            it.seek(k);
+                            it.position_height().is_some_and(|h| h > level)
+                        })
+                        .cloned()
+                        .collect();
+                    assert_eq!(at_level, expected, "level {level} misses a tall node");
+                }
+            }
+            below = Some(at_level);
+        }
     }
 
     #[test]
