@@ -203,6 +203,11 @@ pub fn bytewise_compare(a: &[u8], b: &[u8]) -> Ordering {
 /// order; equal words leave the order to the bytes after them and to the lengths.
 #[inline]
 pub(crate) fn padded_be_word(bytes: &[u8]) -> u64 {
+    // Eight bytes or more: one fixed-size load. The padded copy below has a length known only
+    // at run time, which compiles to a call to `memcpy`.
+    if let Some(head) = bytes.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
     let mut word = [0u8; 8];
     let n = bytes.len().min(8);
     word[..n].copy_from_slice(&bytes[..n]);
@@ -403,6 +408,22 @@ mod tests {
 
     fn icmp() -> InternalKeyComparator {
         InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    #[test]
+    fn padded_words_take_the_first_eight_bytes_zero_padded() {
+        let bytes: Vec<u8> = (1..=12).collect();
+        for len in 0..=bytes.len() {
+            let mut word = [0u8; 8];
+            for (w, b) in word.iter_mut().zip(&bytes[..len]) {
+                *w = *b;
+            }
+            assert_eq!(
+                padded_be_word(&bytes[..len]),
+                u64::from_be_bytes(word),
+                "{len}"
+            );
+        }
     }
 
     #[test]
