@@ -1121,8 +1121,8 @@ mod tests {
 
     #[test]
     fn random_walk_against_oracle() {
-        // Interval 1 has no region to cache; 16 gives backward steps long runs served from the
-        // cache, broken by forward steps and seeks.
+        // At interval 1 every backward step decodes a region of one entry afresh; at 16 backward
+        // steps take long runs from the cache, broken by forward steps and seeks.
         for interval in [1, 3, 16] {
             random_walk(interval, 3000);
         }
