@@ -203,15 +203,15 @@ pub fn bytewise_compare(a: &[u8], b: &[u8]) -> Ordering {
 /// order; equal words leave the order to the bytes after them and to the lengths.
 #[inline]
 pub(crate) fn padded_be_word(bytes: &[u8]) -> u64 {
-    // Eight bytes or more: one fixed-size load. The padded copy below has a length known only
-    // at run time, which compiles to a call to `memcpy`.
+    // Eight bytes or more: one fixed-size load. Fewer: shifted in one by one. A padded copy
+    // (`copy_from_slice` of a length known only at run time) compiles to a call to `memcpy`.
     if let Some(head) = bytes.first_chunk::<8>() {
         return u64::from_be_bytes(*head);
     }
-    let mut word = [0u8; 8];
-    let n = bytes.len().min(8);
-    word[..n].copy_from_slice(&bytes[..n]);
-    u64::from_be_bytes(word)
+    bytes
+        .iter()
+        .enumerate()
+        .fold(0, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i))
 }
 
 /// The trailer of an internal key (0 if it is too short).
