@@ -462,23 +462,21 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
 
     /// The key of `prev_cache[i]`.
     fn cached_key(&self, i: usize) -> &[u8] {
-        self.prev_cache
+        let range = self
+            .prev_cache
             .get(i)
-            .and_then(|e| self.prev_cache_keys.get(e.key_start..e.key_end))
-            .unwrap_or_default()
+            .map_or(0..0, |e| e.key_start..e.key_end);
+        self.prev_cache_keys.get(range).unwrap_or_default()
     }
 
     /// Makes `key` the current key again after backward steps served it from `prev_cache`,
     /// before the cursor decodes forward (the next entry's key is a delta on it).
     fn materialize_key(&mut self) {
         if let Some(i) = self.cached.take() {
-            let (start, end) = self
-                .prev_cache
-                .get(i)
-                .map_or((0, 0), |e| (e.key_start, e.key_end));
-            self.key.clear();
-            self.key
-                .extend_from_slice(self.prev_cache_keys.get(start..end).unwrap_or_default());
+            let mut key = std::mem::take(&mut self.key);
+            key.clear();
+            key.extend_from_slice(self.cached_key(i));
+            self.key = key;
         }
     }
 
