@@ -71,8 +71,14 @@ struct Entry {
     value: Vec<u8>,
 }
 
-/// What compaction decided to write for one user key, newest first.
-type Output = Vec<(SequenceNumber, ValueKind, Vec<u8>)>;
+/// What compaction decided to write for one user key, newest first. A value kept as it was
+/// read borrows the input entry's bytes; only a merged, filtered, relocated or rewritten value
+/// is owned.
+type Output<'a> = Vec<(SequenceNumber, ValueKind, Cow<'a, [u8]>)>;
+
+/// Input entry buffers of a larger capacity are freed after their key instead of being kept
+/// for the next one: a rare huge value should not stay allocated for the rest of the job.
+const MAX_KEPT_ENTRY_BYTES: usize = 64 * 1024;
 
 /// What a compaction job produced, for its manifest edit.
 struct JobOutput {
@@ -209,7 +215,14 @@ impl DbInner {
         let mut outputs: Vec<FileMetaData> = Vec::new();
         let mut builder: Option<OpenOutput> = None;
         let mut key_buf: Vec<u8> = Vec::new();
+        // The newest internal key of the user key being assembled, and the key's entries: the
+        // first `n` slots of `entries`. All are reused from key to key, so a key costs no
+        // allocation for its inputs (before, three per key: most of a compaction's allocator
+        // time).
+        let mut first: Vec<u8> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
+        // The allocation of the previous key's output, for the next key's.
+        let mut spare_out: Output<'static> = Vec::new();
         let mut blob_garbage = BlobTally::new();
         let collect = c
             .input_version
@@ -221,36 +234,47 @@ impl DbInner {
                     return Err(Error::ShuttingDown);
                 }
                 // Gather every entry of the next user key.
-                let first = input.key().to_vec();
-                let parsed = parse_internal_key(&first).ok_or_else(|| {
-                    Error::corruption(
+                first.clear();
+                first.extend_from_slice(input.key());
+                if parse_internal_key(&first).is_none() {
+                    return Err(Error::corruption(
                         "<compaction>",
                         0,
                         format!("malformed internal key {first:?}"),
-                    )
-                })?;
-                let user_key = parsed.user_key.to_vec();
-                entries.clear();
+                    ));
+                }
+                let user_key = &first[..first.len() - TRAILER_LEN];
+                let mut n = 0;
                 while input.valid() {
                     let p = parse_internal_key(input.key()).ok_or_else(|| {
                         Error::corruption("<compaction>", 0, "malformed internal key")
                     })?;
-                    if self.icmp.compare_user(p.user_key, &user_key) != CmpOrdering::Equal {
+                    if self.icmp.compare_user(p.user_key, user_key) != CmpOrdering::Equal {
                         break;
                     }
-                    entries.push(Entry {
-                        sequence: p.sequence,
-                        kind: p.kind,
-                        value: input.value().to_vec(),
-                    });
+                    if n == entries.len() {
+                        entries.push(Entry {
+                            sequence: 0,
+                            kind: ValueKind::Value,
+                            value: Vec::new(),
+                        });
+                    }
+                    let slot = &mut entries[n];
+                    slot.sequence = p.sequence;
+                    slot.kind = p.kind;
+                    slot.value.clear();
+                    slot.value.extend_from_slice(input.value());
+                    n += 1;
                     input.next();
                 }
                 input.status()?;
-                let mut out = self.resolve_key(c, job, &user_key, &entries)?;
-                count_blob_garbage(&entries, &out, &mut blob_garbage);
+                let key_entries = &entries[..n];
+                let mut out = recycle_output(std::mem::take(&mut spare_out));
+                self.resolve_key(c, job, user_key, key_entries, &mut out)?;
+                count_blob_garbage(key_entries, &out, &mut blob_garbage);
                 if !collect.is_empty() {
                     self.relocate_blobs(
-                        &user_key,
+                        user_key,
                         &mut out,
                         &collect,
                         &mut relocation,
@@ -258,9 +282,11 @@ impl DbInner {
                     )?;
                 }
                 if out.is_empty() {
+                    spare_out = recycle_output(out);
+                    release_large_entries(&mut entries[..n]);
                     continue;
                 }
-                zero_bottommost_sequence(c, job, &user_key, &mut out);
+                zero_bottommost_sequence(c, job, user_key, &mut out);
                 // Cut files only between user keys, so no key's versions straddle two files.
                 let cut = match &builder {
                     Some(o) => {
@@ -292,17 +318,19 @@ impl DbInner {
                     });
                 }
                 if let Some(o) = builder.as_mut() {
-                    for (seq, kind, value) in out {
+                    for (seq, kind, value) in out.drain(..) {
                         if let Some(r) = blob_ref_of(kind, &value) {
                             if o.oldest_blob == 0 || r.file_number < o.oldest_blob {
                                 o.oldest_blob = r.file_number;
                             }
                         }
                         key_buf.clear();
-                        append_internal_key(&mut key_buf, &user_key, seq, kind);
+                        append_internal_key(&mut key_buf, user_key, seq, kind);
                         o.builder.add(&key_buf, &value)?;
                     }
                 }
+                spare_out = recycle_output(out);
+                release_large_entries(&mut entries[..n]);
             }
             input.status()
         })();
@@ -372,14 +400,15 @@ impl DbInner {
 
     /// Decides what to write for one user key. `entries` are newest first. See the module docs
     /// for the rules; they are applied stripe by stripe, newest stripe first.
-    fn resolve_key(
+    /// Appends to `out`, which the caller passes empty.
+    fn resolve_key<'a>(
         &self,
         c: &mut Compaction,
         job: &JobContext,
         user_key: &[u8],
-        entries: &[Entry],
-    ) -> Result<Output> {
-        let mut out: Output = Vec::new();
+        entries: &'a [Entry],
+        out: &mut Output<'a>,
+    ) -> Result<()> {
         let mut i = 0;
         while let Some(first) = entries.get(i) {
             let stripe = job.stripe_of(first.sequence);
@@ -397,7 +426,7 @@ impl DbInner {
             match first.kind {
                 ValueKind::Deletion => {
                     if place.must_hide_older {
-                        out.push((first.sequence, ValueKind::Deletion, Vec::new()));
+                        out.push((first.sequence, ValueKind::Deletion, Cow::Borrowed(&[])));
                     }
                 }
                 ValueKind::Value
@@ -407,17 +436,17 @@ impl DbInner {
                     let value = EntryValue {
                         sequence: first.sequence,
                         kind: first.kind,
-                        stored: &first.value,
+                        stored: Cow::Borrowed(&first.value),
                     };
-                    self.emit_value(c, job, user_key, value, place, &mut out)?;
+                    self.emit_value(c, job, user_key, value, place, out)?;
                 }
                 ValueKind::Merge => {
-                    self.resolve_merge(c, job, user_key, &entries[i..], end - i, place, &mut out)?
+                    self.resolve_merge(c, job, user_key, &entries[i..], end - i, place, out)?
                 }
             }
             i = end;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The user's value an entry's stored value (after any expiry) stands for: itself, or
@@ -442,7 +471,7 @@ impl DbInner {
     fn relocate_blobs(
         &self,
         user_key: &[u8],
-        out: &mut Output,
+        out: &mut Output<'_>,
         collect: &std::collections::HashSet<u64>,
         relocation: &mut Option<BlobFileWriter>,
         garbage: &mut BlobTally,
@@ -472,6 +501,7 @@ impl DbInner {
             } else {
                 0
             };
+            let stored = stored.to_mut();
             stored.truncate(prefix);
             moved.encode_to(stored);
             let bytes = garbage.entry(r.file_number).or_default();
@@ -486,15 +516,15 @@ impl DbInner {
     /// Resolves a stripe whose newest entry is a merge operand. `entries` starts at that operand
     /// and runs to the key's oldest entry; the stripe is its first `stripe_len` entries.
     #[allow(clippy::too_many_arguments)]
-    fn resolve_merge(
+    fn resolve_merge<'a>(
         &self,
         c: &mut Compaction,
         job: &JobContext,
         user_key: &[u8],
-        entries: &[Entry],
+        entries: &'a [Entry],
         stripe_len: usize,
         place: Placement,
-        out: &mut Output,
+        out: &mut Output<'a>,
     ) -> Result<()> {
         let sequence = entries[0].sequence;
         // The operands run down to the first full entry, across older stripes too: the readers
@@ -535,7 +565,7 @@ impl DbInner {
                 let value = EntryValue {
                     sequence,
                     kind: ValueKind::Value,
-                    stored: &merged,
+                    stored: Cow::Owned(merged),
                 };
                 return self.emit_value(c, job, user_key, value, place, out);
             }
@@ -553,15 +583,15 @@ impl DbInner {
             _ => None,
         };
         match partial {
-            Some(p) => out.push((sequence, ValueKind::Merge, p)),
+            Some(p) => out.push((sequence, ValueKind::Merge, Cow::Owned(p))),
             None => {
                 for e in &entries[..stripe_operands] {
-                    out.push((e.sequence, e.kind, e.value.clone()));
+                    out.push((e.sequence, e.kind, Cow::Borrowed(&e.value)));
                 }
             }
         }
         if let Some(b) = base.filter(|_| run < stripe_len) {
-            out.push((b.sequence, b.kind, b.value.clone()));
+            out.push((b.sequence, b.kind, Cow::Borrowed(&b.value)));
         }
         Ok(())
     }
@@ -587,32 +617,34 @@ impl DbInner {
     /// Writes the value a stripe's readers see, after expiry and (in the newest stripe only)
     /// the compaction filter. A removed value becomes a tombstone when it must hide older
     /// entries, and disappears otherwise.
-    fn emit_value(
+    fn emit_value<'a>(
         &self,
         c: &Compaction,
         job: &JobContext,
         user_key: &[u8],
-        value: EntryValue<'_>,
+        value: EntryValue<'a>,
         place: Placement,
-        out: &mut Output,
+        out: &mut Output<'a>,
     ) -> Result<()> {
         let EntryValue {
             sequence,
             kind,
             stored,
         } = value;
-        let (user_value, expiry) = if kind.is_expiring() {
-            match split_expiring(stored) {
-                Some((expiry, v)) => (v, Some(expiry)),
+        // Where the user's value starts in `stored`, after any expiry prefix.
+        let (value_start, expiry) = if kind.is_expiring() {
+            match split_expiring(&stored) {
+                Some((expiry, _)) => (EXPIRY_PREFIX_LEN, Some(expiry)),
                 None => {
                     // Malformed: keep it for reads to report, never guess.
-                    out.push((sequence, kind, stored.to_vec()));
+                    out.push((sequence, kind, stored));
                     return Ok(());
                 }
             }
         } else {
-            (stored, None)
+            (0, None)
         };
+        let user_value = stored.get(value_start..).unwrap_or_default();
         let removed = if expiry.is_some_and(|e| e <= job.now) {
             self.stats.expired_dropped.fetch_add(1, Ordering::Relaxed);
             // The bytes no table holds any more: the whole entry, or its value when a
@@ -659,18 +691,18 @@ impl DbInner {
             };
         if removed {
             if place.must_hide_older {
-                out.push((sequence, ValueKind::Deletion, Vec::new()));
+                out.push((sequence, ValueKind::Deletion, Cow::Borrowed(&[])));
             }
             return Ok(());
         }
         match (changed, expiry) {
-            (None, _) => out.push((sequence, kind, stored.to_vec())),
-            (Some(v), None) => out.push((sequence, ValueKind::Value, v)),
+            (None, _) => out.push((sequence, kind, stored)),
+            (Some(v), None) => out.push((sequence, ValueKind::Value, Cow::Owned(v))),
             (Some(v), Some(expiry)) => {
                 let mut s = Vec::with_capacity(EXPIRY_PREFIX_LEN + v.len());
                 s.extend_from_slice(&expiry.to_le_bytes());
                 s.extend_from_slice(&v);
-                out.push((sequence, ValueKind::ExpiringValue, s));
+                out.push((sequence, ValueKind::ExpiringValue, Cow::Owned(s)));
             }
         }
         Ok(())
@@ -679,7 +711,7 @@ impl DbInner {
 
 /// Counts every blob reference of `entries` (one user key's inputs) that `out` does not keep as
 /// garbage of its blob file.
-fn count_blob_garbage(entries: &[Entry], out: &Output, garbage: &mut BlobTally) {
+fn count_blob_garbage(entries: &[Entry], out: &Output<'_>, garbage: &mut BlobTally) {
     let mut kept: Vec<BlobRef> = out
         .iter()
         .filter_map(|(_, kind, stored)| blob_ref_of(*kind, stored))
@@ -709,7 +741,7 @@ fn zero_bottommost_sequence(
     c: &mut Compaction,
     job: &JobContext,
     user_key: &[u8],
-    out: &mut Output,
+    out: &mut Output<'_>,
 ) {
     let Some(oldest) = out.last_mut() else {
         return;
@@ -762,5 +794,24 @@ struct Placement {
 struct EntryValue<'a> {
     sequence: SequenceNumber,
     kind: ValueKind,
-    stored: &'a [u8],
+    stored: Cow<'a, [u8]>,
+}
+
+/// `out` emptied, with its allocation kept, for another key's entries to borrow into. Collecting
+/// an emptied vector's iterator into a vector of a type of the same layout reuses its buffer
+/// (the standard library collects such iterators in place), so this allocates nothing.
+// `filter` cannot change the element type (the lifetime), which is the point here.
+#[allow(clippy::unnecessary_filter_map)]
+fn recycle_output<'b>(mut out: Output<'_>) -> Output<'b> {
+    out.clear();
+    out.into_iter().filter_map(|_| None).collect()
+}
+
+/// Frees the value buffers of `entries` that grew past [`MAX_KEPT_ENTRY_BYTES`].
+fn release_large_entries(entries: &mut [Entry]) {
+    for e in entries {
+        if e.value.capacity() > MAX_KEPT_ENTRY_BYTES {
+            e.value = Vec::new();
+        }
+    }
 }
