@@ -110,6 +110,10 @@ pub struct Flags {
     /// Target table file bytes (0: each engine's default).
     #[arg(long, default_value_t = 0)]
     pub max_file_size: u64,
+    /// Most parts one compaction is split into, run by threads at once (0: each engine's
+    /// default; shale's and RocksDB's is 1).
+    #[arg(long, default_value_t = 0)]
+    pub subcompactions: u32,
     /// Database directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -264,6 +268,7 @@ impl Settings {
             bloom_bits: (f.bloom_bits >= 0).then_some(f.bloom_bits as u32),
             compression: f.compression,
             max_file_size: nonzero(f.max_file_size),
+            subcompactions: nonzero(u64::from(f.subcompactions)).map(|v| v as usize),
             sync: f.sync,
             disable_wal: f.disable_wal,
             merge_uint64add: f.merge_operator.is_some(),

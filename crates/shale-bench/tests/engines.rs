@@ -40,6 +40,7 @@ fn config(path: &Path, merge: bool) -> EngineConfig {
         bloom_bits: Some(10),
         compression: engines::CompressionChoice::Default,
         max_file_size: None,
+        subcompactions: None,
         sync: false,
         disable_wal: false,
         merge_uint64add: merge,

@@ -51,7 +51,7 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
             l.level, l.files, l.bytes, l.score
         )?;
     }
-    let rows: [(&str, String); 22] = [
+    let rows: [(&str, String); 23] = [
         ("last_sequence", s.last_sequence.to_string()),
         ("user_writes", s.user_writes.to_string()),
         ("user_bytes_written", s.user_bytes_written.to_string()),
@@ -61,6 +61,7 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
         ("flushes", s.flushes.to_string()),
         ("flush_bytes", s.flush_bytes.to_string()),
         ("compactions", s.compactions.to_string()),
+        ("split_compactions", s.split_compactions.to_string()),
         ("trivial_moves", s.trivial_moves.to_string()),
         (
             "write_amplification",

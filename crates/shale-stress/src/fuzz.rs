@@ -177,6 +177,8 @@ pub fn whole_db(data: &[u8]) {
         block_size: 256,
         level0_file_num_compaction_trigger: 2,
         max_background_jobs: 1,
+        // Compactions split into parts that run at once wherever they can.
+        max_subcompactions: 3,
         merge_operator: Some(Arc::new(shale::StringAppendOperator::new(b"+"))),
         // Values of 16 bytes and more live in blob files.
         min_blob_size: Some(16),

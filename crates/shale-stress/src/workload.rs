@@ -31,6 +31,8 @@ pub struct Config {
     pub keys: usize,
     /// Values at least this long go to blob files (`None`: separation off).
     pub min_blob_size: Option<usize>,
+    /// Parts a compaction may be split into, run on threads at once.
+    pub max_subcompactions: usize,
 }
 
 impl Config {
@@ -50,6 +52,7 @@ impl Config {
             write_buffer_size: [4096, 8192, 16384][rng.gen_range(0..3)],
             keys: [8, 24, 64][rng.gen_range(0..3)],
             min_blob_size: [None, Some(64), Some(1000)][rng.gen_range(0..3)],
+            max_subcompactions: [1, 2, 4][rng.gen_range(0..3)],
         }
     }
 
@@ -69,6 +72,7 @@ impl Config {
             block_cache_capacity: 64 * 1024,
             merge_operator: Some(self.merge.operator()),
             min_blob_size: self.min_blob_size,
+            max_subcompactions: self.max_subcompactions,
             fs,
             ..Options::default()
         }

@@ -105,6 +105,15 @@ pub struct Options {
     pub max_bytes_for_level_multiplier: f64,
     /// Threads for flushes and compactions. Default: 2.
     pub max_background_jobs: usize,
+    /// Most parts one background compaction is split into, by key range, each written by its
+    /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits only
+    /// where its deeper input level has tables to split at, into parts of about equal bytes.
+    /// 1 runs each on one thread: on a machine with few cores the extra threads take CPU time
+    /// from the writers while a write burst is being compacted. A manual compaction
+    /// ([`crate::Db::compact_range`]), which its caller waits for and which no background
+    /// compaction runs beside, splits into up to this or `max_background_jobs` parts, whichever
+    /// is more. Default: 1.
+    pub max_subcompactions: usize,
     /// Orders user keys. Default: bytewise.
     pub comparator: Arc<dyn Comparator>,
     /// Combines merge operands; `merge` fails without one. Default: none.
@@ -157,6 +166,7 @@ impl Default for Options {
             max_bytes_for_level_base: 32 << 20,
             max_bytes_for_level_multiplier: 10.0,
             max_background_jobs: 2,
+            max_subcompactions: 1,
             comparator: Arc::new(BytewiseComparator),
             merge_operator: None,
             compaction_filter: None,
@@ -206,6 +216,9 @@ impl Options {
         let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
         if self.write_buffer_size < 4 * 1024 {
             return bad("write_buffer_size must be at least 4 KiB");
+        }
+        if self.max_subcompactions == 0 {
+            return bad("max_subcompactions must be at least 1");
         }
         if self.max_write_buffer_number < 2 {
             return bad("max_write_buffer_number must be at least 2");

@@ -1,8 +1,10 @@
 //! A compaction reuses its buffers from one user key to the next (the key's input entries and
-//! the output it decides on). Keys with many versions, kept for snapshots, next to keys with
-//! one; values of 100 bytes next to values of 100 KiB (which grow a reused buffer past what is
+//! the output it decides on), and may run in parts over adjacent key ranges at once
+//! (`max_subcompactions`). Keys with many versions, kept for snapshots, next to keys with one;
+//! values of 100 bytes next to values of 100 KiB (which grow a reused buffer past what is
 //! kept); deletions: every snapshot and the latest state must read exactly what they read
-//! before the compaction, and nothing of one key may leak into the next.
+//! before the compaction, and nothing of one key may leak into the next or be lost or written
+//! twice where two parts meet.
 
 use std::collections::BTreeMap;
 
@@ -55,6 +57,32 @@ fn check(db: &Db, snapshot: Option<&Snapshot>, want: &Model, what: &str) {
 
 #[test]
 fn versions_sizes_and_deletions_survive_compaction_under_snapshots() {
+    // One background thread: a manual compaction, which may use the background threads'
+    // share, then runs whole too.
+    let stats = versions_sizes_and_deletions(Options {
+        max_background_jobs: 1,
+        ..Options::default()
+    });
+    assert_eq!(stats.split_compactions, 0, "{stats:?}");
+}
+
+#[test]
+fn compactions_split_into_parts_lose_and_repeat_nothing() {
+    let stats = versions_sizes_and_deletions(Options {
+        // Many small tables in every level, for the parts to start at.
+        max_file_size: 128 << 10,
+        max_subcompactions: 4,
+        ..Options::default()
+    });
+    assert!(
+        stats.split_compactions > 0,
+        "no compaction was split: {stats:?}"
+    );
+}
+
+/// Runs the workload with `options` (adjusted below) and checks every view after manual
+/// compactions; returns the database's statistics.
+fn versions_sizes_and_deletions(options: Options) -> shale::DbStats {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = Options {
         // Small memtables: the versions land in several tables and levels before the manual
@@ -62,9 +90,9 @@ fn versions_sizes_and_deletions_survive_compaction_under_snapshots() {
         write_buffer_size: 64 << 10,
         // Large values stay in the tables, so they pass through the compaction's buffers.
         min_blob_size: None,
-        ..Options::default()
+        ..options
     };
-    let db = Db::open(dir.path(), options).expect("open");
+    let db = Db::open(dir.path(), options.clone()).expect("open");
     let mut model = Model::new();
     let large = 100 << 10;
 
@@ -124,7 +152,9 @@ fn versions_sizes_and_deletions_survive_compaction_under_snapshots() {
     drop(second);
     db.compact_range(None, None).expect("compact again");
     check(&db, None, &model, "latest after the snapshots");
+    let stats = db.stats();
     drop(db);
-    let db = Db::open(dir.path(), Options::default()).expect("reopen");
+    let db = Db::open(dir.path(), options).expect("reopen");
     check(&db, None, &model, "latest after reopening");
+    stats
 }

@@ -175,6 +175,8 @@ pub struct EngineConfig {
     pub compression: CompressionChoice,
     /// Target table file size (`--max_file_size`).
     pub max_file_size: Option<u64>,
+    /// Most parts one compaction is split into (`--subcompactions`).
+    pub subcompactions: Option<usize>,
     /// Writes wait for the disk (`--sync`): opens the engine in its synchronous mode.
     pub sync: bool,
     /// Skip the write-ahead log where the engine can (`--disable_wal`).

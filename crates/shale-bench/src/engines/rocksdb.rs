@@ -133,6 +133,11 @@ impl RocksDb {
                 ffi::rocksdb_options_set_target_file_size_base(o, size);
                 settings.push(setting("target_file_size_base", size));
             }
+            if let Some(parts) = config.subcompactions {
+                let parts = u32::try_from(parts).unwrap_or(u32::MAX);
+                ffi::rocksdb_options_set_max_subcompactions(o, parts);
+                settings.push(setting("max_subcompactions", parts));
+            }
             if config.merge_uint64add {
                 ffi::rocksdb_options_set_uint64add_merge_operator(o);
                 settings.push("merge_operator=uint64add".to_string());

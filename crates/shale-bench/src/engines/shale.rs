@@ -51,6 +51,9 @@ impl ShaleEngine {
         if let Some(size) = config.max_file_size {
             options.max_file_size = size;
         }
+        if let Some(parts) = config.subcompactions {
+            options.max_subcompactions = parts;
+        }
         options.compression = match config.compression {
             CompressionChoice::Default => options.compression,
             CompressionChoice::None => shale::Compression::None,
@@ -68,6 +71,7 @@ impl ShaleEngine {
             setting("bloom_bits_per_key", options.bloom_bits_per_key),
             setting("compression", format!("{:?}", options.compression)),
             setting("max_file_size", options.max_file_size),
+            setting("max_subcompactions", options.max_subcompactions),
             setting("sync", config.sync),
             setting("disable_wal", config.disable_wal),
         ]);

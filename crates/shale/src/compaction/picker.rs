@@ -495,6 +495,10 @@ pub struct Compaction {
     /// Per level deeper than the output: index of the first file that may still contain a key
     /// passed to [`Compaction::is_base_level_for_key`] (keys arrive in ascending order).
     level_ptrs: [usize; NUM_LEVELS],
+    /// For one part of a compaction ([`Compaction::part`]): the user keys this part
+    /// writes, from `range_start` (inclusive) to `range_end` (exclusive); `None` is open.
+    range_start: Option<Vec<u8>>,
+    range_end: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for Compaction {
@@ -534,6 +538,100 @@ impl Compaction {
             seen_key: false,
             overlapped_bytes: 0,
             level_ptrs: [0; NUM_LEVELS],
+            range_start: None,
+            range_end: None,
+        }
+    }
+
+    /// The user keys this compaction writes: `(start, end)`, start inclusive, end exclusive,
+    /// `None` for no bound. Both are `None` unless this is one part of a split compaction.
+    pub fn key_bounds(&self) -> (Option<&[u8]>, Option<&[u8]>) {
+        (self.range_start.as_deref(), self.range_end.as_deref())
+    }
+
+    /// Where to split the compaction into at most `max_parts` parts over disjoint, adjacent
+    /// user-key ranges that together cover everything, for the parts to run at once on
+    /// separate threads (RocksDB's subcompactions): the user keys the second and later parts
+    /// start at, ascending. Empty when the compaction should run whole: a trivial move, a part
+    /// already, fewer than two tables to split at, or inputs of less than two output tables'
+    /// size (each part gets at least about one table's worth).
+    ///
+    /// The parts start at the smallest keys of tables of the deeper input level (the upper
+    /// level's when that is level 1 or deeper and the deeper one is empty), so a part reads
+    /// whole tables of that level, and tables are grouped so each part gets about the same
+    /// bytes of them. Those tables never share a user key, so all versions of a key fall in one
+    /// part.
+    pub fn split_points(&self, max_parts: usize) -> Vec<Vec<u8>> {
+        let files = if !self.inputs[1].is_empty() {
+            &self.inputs[1]
+        } else if self.level > 0 {
+            &self.inputs[0]
+        } else {
+            return Vec::new();
+        };
+        if max_parts < 2
+            || files.len() < 2
+            || self.is_trivial_move()
+            || self.range_start.is_some()
+            || self.range_end.is_some()
+        {
+            return Vec::new();
+        }
+        // Each part should write at least about one full output table: a smaller part costs a
+        // thread and a short table more than it saves.
+        let by_size = self.total_input_bytes() / self.max_output_file_size.max(1);
+        let parts = (max_parts as u64).min(files.len() as u64).min(by_size);
+        if parts < 2 {
+            return Vec::new();
+        }
+        // Bytes of the tables before each table.
+        let before: Vec<u64> = files
+            .iter()
+            .scan(0u64, |sum, f| {
+                let at = *sum;
+                *sum = sum.saturating_add(f.file_size);
+                Some(at)
+            })
+            .collect();
+        let total = total_file_size(files);
+        let mut points: Vec<Vec<u8>> = Vec::new();
+        // Part `k` starts at the table whose preceding bytes are nearest `k / parts` of the
+        // total, after the table the previous part starts at.
+        let mut next = 1;
+        for k in 1..parts {
+            let target = (u128::from(total) * u128::from(k) / u128::from(parts)) as u64;
+            let remaining_parts = (parts - k) as usize;
+            let last = files.len() - remaining_parts;
+            if next > last {
+                break;
+            }
+            let best = (next..=last)
+                .min_by_key(|&i| before[i].abs_diff(target))
+                .unwrap_or(next);
+            points.push(files[best].smallest_user_key().to_vec());
+            next = best + 1;
+        }
+        points
+    }
+
+    /// The part of this compaction that writes the user keys from `start` (inclusive) to `end`
+    /// (exclusive), `None` for no bound: the same inputs, with cursors of its own.
+    pub fn part(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Compaction {
+        Compaction {
+            level: self.level,
+            reason: self.reason,
+            output_level: self.output_level,
+            inputs: self.inputs.clone(),
+            grandparents: self.grandparents.clone(),
+            input_version: Arc::clone(&self.input_version),
+            max_output_file_size: self.max_output_file_size,
+            max_grandparent_overlap_bytes: self.max_grandparent_overlap_bytes,
+            grandparent_index: 0,
+            seen_key: false,
+            overlapped_bytes: 0,
+            level_ptrs: [0; NUM_LEVELS],
+            range_start: start.map(<[u8]>::to_vec),
+            range_end: end.map(<[u8]>::to_vec),
         }
     }
 
@@ -883,6 +981,74 @@ mod tests {
         assert_eq!(stops, vec![10], "cut once more than 10 files were passed");
         // After a cut the count starts over.
         assert!(!c.should_stop_before(&key("c")));
+    }
+
+    #[test]
+    fn split_points_balance_the_deeper_level_and_fall_on_its_tables() {
+        // Level 1 over its target, overlapping six level-2 tables of uneven sizes.
+        let sizes = [100u64, 100, 400, 100, 100, 200];
+        let mut files = vec![(1, file(1, "a", "z", 20_000))];
+        for (i, &size) in sizes.iter().enumerate() {
+            let lo = format!("k{i}a");
+            let hi = format!("k{i}z");
+            files.push((2, file(10 + i as u64, &lo, &hi, size)));
+        }
+        let v = Arc::new(version(files));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
+        assert_eq!(c.inputs[1].len(), 6, "{c:?}");
+        assert!(c.split_points(1).is_empty(), "one part: no split");
+        // 1000 bytes in two: the second part starts where 500 bytes come before (k3, 600,
+        // against k2, 200).
+        assert_eq!(c.split_points(2), vec![b"k3a".to_vec()]);
+        // In three: nearest 333 (k2, 200) and 666 (k4, 700).
+        assert_eq!(c.split_points(3), vec![b"k2a".to_vec(), b"k4a".to_vec()]);
+        // Never more parts than tables, and every point is a table's smallest key, ascending.
+        let many = c.split_points(100);
+        assert_eq!(many.len(), 5, "{many:?}");
+        assert!(many.windows(2).all(|w| w[0] < w[1]));
+        for p in &many {
+            assert!(c.inputs[1]
+                .iter()
+                .any(|f| f.smallest_user_key() == p.as_slice()));
+        }
+        // Inputs of less than two output tables' size run whole.
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "z", 10_001)),
+            (2, file(2, "b", "c", 100)),
+            (2, file(3, "m", "n", 100)),
+        ]));
+        let c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
+        assert_eq!(c.total_input_bytes(), 10_201);
+        assert_eq!(c.split_points(2).len(), 1, "ten tables' worth splits");
+        let mut big_tables = opts();
+        big_tables.max_file_size = 6_000;
+        let c = pick_compaction(&v, &big_tables, &mut no_pointers(), 0).expect("over");
+        assert!(
+            c.split_points(2).is_empty(),
+            "under two tables' worth: {c:?}"
+        );
+    }
+
+    #[test]
+    fn parts_keep_the_inputs_and_get_their_own_bounds_and_cursors() {
+        let v = Arc::new(version(vec![
+            (1, file(1, "a", "z", 20_000)),
+            (2, file(2, "b", "c", 100)),
+            (2, file(3, "m", "n", 100)),
+            (3, file(4, "d", "e", 100)),
+        ]));
+        let mut c = pick_compaction(&v, &opts(), &mut no_pointers(), 0).expect("over");
+        assert_eq!(c.key_bounds(), (None, None));
+        // The whole compaction's cursor has moved past "d"..."e" of level 3.
+        assert!(c.is_base_level_for_key(b"f"));
+        let mut part = c.part(Some(b"d"), Some(b"m"));
+        assert_eq!(part.key_bounds(), (Some(&b"d"[..]), Some(&b"m"[..])));
+        assert_eq!(numbers(&part.inputs[0]), numbers(&c.inputs[0]));
+        assert_eq!(numbers(&part.inputs[1]), numbers(&c.inputs[1]));
+        // A fresh cursor: the part still sees level 3's table.
+        assert!(!part.is_base_level_for_key(b"d"));
+        // A part is never split again.
+        assert!(part.split_points(4).is_empty());
     }
 
     #[test]

@@ -53,7 +53,8 @@ impl DbInner {
             {
                 if let Some(c) = state.versions.pick_compaction(now) {
                     state.compaction_running = true;
-                    let result = self.run_compaction(&mut state, c);
+                    let result =
+                        self.run_compaction(&mut state, c, self.options.max_subcompactions);
                     state.compaction_running = false;
                     if let Err(e) = result {
                         if !matches!(e, Error::ShuttingDown) {
@@ -381,7 +382,13 @@ impl DbInner {
                 break Ok(());
             };
             state.compaction_running = true;
-            let r = self.run_compaction(&mut state, c);
+            // The caller waits for a manual compaction, and no background compaction runs
+            // meanwhile: its part of the background threads' budget goes to this one too.
+            let parts = self
+                .options
+                .max_subcompactions
+                .max(self.options.max_background_jobs);
+            let r = self.run_compaction(&mut state, c, parts);
             state.compaction_running = false;
             self.background_done.notify_all();
             if let Err(e) = r {

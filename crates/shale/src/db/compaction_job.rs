@@ -55,11 +55,14 @@ use crate::batch::blob_ref_of;
 use crate::blob::{BlobFileWriter, BlobRef};
 use crate::compaction::Compaction;
 use crate::error::{Error, Result};
-use crate::filename::table_file_name;
+use crate::filename::{blob_file_name, table_file_name};
 use crate::iter::{
     split_expiring, InternalIterator, LevelIterator, MergingIterator, EXPIRY_PREFIX_LEN,
 };
-use crate::key::{append_internal_key, parse_internal_key, SequenceNumber, ValueKind, TRAILER_LEN};
+use crate::key::{
+    append_internal_key, make_internal_key, parse_internal_key, SequenceNumber, ValueKind,
+    MAX_SEQUENCE, TRAILER_LEN,
+};
 use crate::sstable::{ReadFlags, TableBuilder, TableOptions};
 use crate::ttl::FilterDecision;
 use crate::version::{FileMetaData, VersionEdit};
@@ -76,6 +79,10 @@ struct Entry {
 /// is owned.
 type Output<'a> = Vec<(SequenceNumber, ValueKind, Cow<'a, [u8]>)>;
 
+/// The user keys one part of a split compaction writes: from the first (inclusive) to the
+/// second (exclusive), `None` for no bound.
+type KeyBounds<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Input entry buffers of a larger capacity are freed after their key instead of being kept
 /// for the next one: a rare huge value should not stay allocated for the rest of the job.
 const MAX_KEPT_ENTRY_BYTES: usize = 64 * 1024;
@@ -85,8 +92,19 @@ struct JobOutput {
     tables: Vec<FileMetaData>,
     /// Blob bytes no output references any more, by blob file.
     blob_garbage: BlobTally,
-    /// The blob file the job relocated values into, with its record bytes.
-    new_blob: Option<(u64, u64)>,
+    /// The blob files the job relocated values into (one per part at most), with their record
+    /// bytes.
+    new_blobs: Vec<(u64, u64)>,
+}
+
+impl JobOutput {
+    /// Every file the job wrote: its tables and its blob files.
+    fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tables
+            .iter()
+            .map(|f| f.number)
+            .chain(self.new_blobs.iter().map(|&(n, _)| n))
+    }
 }
 
 /// The table being written, with the lowest blob file number its entries reference (0: none).
@@ -105,11 +123,13 @@ impl OpenOutput {
 }
 
 impl DbInner {
-    /// Runs `c` and installs its result. Called with `state` held; releases it for the I/O.
+    /// Runs `c`, split into at most `max_parts` parts that run at once, and installs its
+    /// result. Called with `state` held; releases it for the I/O.
     pub(crate) fn run_compaction(
         &self,
         state: &mut MutexGuard<'_, DbState>,
         mut c: Compaction,
+        max_parts: usize,
     ) -> Result<()> {
         let start = Instant::now();
         let output_level = c.output_level();
@@ -128,23 +148,29 @@ impl DbInner {
             now: self.options.clock.now_micros(),
         };
         let input_bytes = c.total_input_bytes();
-        let outcome = MutexGuard::unlocked(state, || self.compact_inputs(&mut c, &job));
+        let points = c.split_points(max_parts);
+        let outcome = MutexGuard::unlocked(state, || {
+            if points.is_empty() {
+                self.compact_inputs(&mut c, &job)
+            } else {
+                self.compact_parts(&c, &points, &job)
+            }
+        });
         let mut outputs_numbers: Vec<u64> = Vec::new();
         let result = outcome.and_then(|job_output| {
+            outputs_numbers = job_output.file_numbers().collect();
             let JobOutput {
                 tables: outputs,
                 blob_garbage,
-                new_blob,
+                new_blobs,
             } = job_output;
-            outputs_numbers = outputs.iter().map(|f| f.number).collect();
             let mut edit = VersionEdit::default();
             c.add_input_deletions(&mut edit);
             let written: u64 = outputs.iter().map(|f| f.file_size).sum();
             for f in outputs {
                 edit.add_file(output_level, f);
             }
-            if let Some((number, bytes)) = new_blob {
-                outputs_numbers.push(number);
+            for (number, bytes) in new_blobs {
                 edit.add_blob_bytes(number, bytes);
             }
             for (number, bytes) in blob_garbage {
@@ -161,6 +187,9 @@ impl DbInner {
                 .micros
                 .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
             self.stats.compactions.fetch_add(1, Ordering::Relaxed);
+            if !points.is_empty() {
+                self.stats.split_compactions.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(())
         });
         for n in &outputs_numbers {
@@ -184,7 +213,97 @@ impl DbInner {
         n
     }
 
-    /// Merges the inputs into new tables. Runs without the state lock.
+    /// Runs `c` in parts split at `points` (see [`Compaction::split_points`]), each on its own
+    /// thread (the first on this one), and joins their outputs in key order. If any part fails,
+    /// the files every other part wrote are removed too, and the first failure is returned.
+    /// Runs without the state lock.
+    fn compact_parts(
+        &self,
+        c: &Compaction,
+        points: &[Vec<u8>],
+        job: &JobContext,
+    ) -> Result<JobOutput> {
+        let bounds: Vec<KeyBounds<'_>> = std::iter::once(None)
+            .chain(points.iter().map(|p| Some(p.as_slice())))
+            .zip(
+                points
+                    .iter()
+                    .map(|p| Some(p.as_slice()))
+                    .chain(std::iter::once(None)),
+            )
+            .collect();
+        let run = |(start, end): KeyBounds<'_>| self.compact_inputs(&mut c.part(start, end), job);
+        let results: Vec<Result<JobOutput>> = std::thread::scope(|scope| {
+            let mut spawned = Vec::new();
+            for &range in bounds.iter().skip(1) {
+                let thread = std::thread::Builder::new().name("shale-subcompact".into());
+                match thread.spawn_scoped(scope, move || run(range)) {
+                    Ok(handle) => spawned.push((range, Some(handle))),
+                    Err(e) => {
+                        tracing::warn!(%e, "cannot start a subcompaction thread; running its part here");
+                        spawned.push((range, None));
+                    }
+                }
+            }
+            let mut results = Vec::with_capacity(bounds.len());
+            results.extend(bounds.first().map(|&range| run(range)));
+            for (range, handle) in spawned {
+                results.push(match handle {
+                    Some(h) => h.join().unwrap_or_else(|_| {
+                        Err(Error::Poisoned("a subcompaction thread panicked".into()))
+                    }),
+                    None => run(range),
+                });
+            }
+            results
+        });
+        let mut joined = JobOutput {
+            tables: Vec::new(),
+            blob_garbage: BlobTally::new(),
+            new_blobs: Vec::new(),
+        };
+        let mut failure: Option<Error> = None;
+        let mut done: Vec<JobOutput> = Vec::new();
+        for result in results {
+            match result {
+                Ok(out) => done.push(out),
+                Err(e) => {
+                    // A shutdown stops every part; report a real failure over it.
+                    let replace = match &failure {
+                        None => true,
+                        Some(f) => {
+                            matches!(f, Error::ShuttingDown) && !matches!(e, Error::ShuttingDown)
+                        }
+                    };
+                    if replace {
+                        failure = Some(e);
+                    }
+                }
+            }
+        }
+        if let Some(e) = failure {
+            let numbers: Vec<u64> = done.iter().flat_map(JobOutput::file_numbers).collect();
+            let mut state = self.state.lock();
+            for n in numbers {
+                state.pending_outputs.remove(&n);
+                let _ = self.options.fs.remove(&table_file_name(&self.dir, n));
+                let _ = self.options.fs.remove(&blob_file_name(&self.dir, n));
+            }
+            return Err(e);
+        }
+        for out in done {
+            joined.tables.extend(out.tables);
+            joined.new_blobs.extend(out.new_blobs);
+            for (number, bytes) in out.blob_garbage {
+                let total = joined.blob_garbage.entry(number).or_default();
+                *total = total.saturating_add(bytes);
+            }
+        }
+        Ok(joined)
+    }
+
+    /// Merges the inputs into new tables: the user keys within [`Compaction::key_bounds`] of
+    /// the inputs. Runs without the state lock.
     fn compact_inputs(&self, c: &mut Compaction, job: &JobContext) -> Result<JobOutput> {
         // Inputs are read once, front to back: they neither enter the block cache nor stay
         // mapped in this process (without release, a 1M-key overwrite's compactions took the
@@ -210,7 +329,12 @@ impl DbInner {
             }
         }
         let mut input = MergingIterator::new(self.icmp.clone(), children);
-        input.seek_to_first();
+        let (start, end) = c.key_bounds();
+        let end = end.map(<[u8]>::to_vec);
+        match start {
+            Some(start) => input.seek(&make_internal_key(start, MAX_SEQUENCE, ValueKind::FOR_SEEK)),
+            None => input.seek_to_first(),
+        }
 
         let mut outputs: Vec<FileMetaData> = Vec::new();
         let mut builder: Option<OpenOutput> = None;
@@ -244,6 +368,12 @@ impl DbInner {
                     ));
                 }
                 let user_key = &first[..first.len() - TRAILER_LEN];
+                if end
+                    .as_deref()
+                    .is_some_and(|end| self.icmp.compare_user(user_key, end) != CmpOrdering::Less)
+                {
+                    break; // the next part's keys
+                }
                 let mut n = 0;
                 while input.valid() {
                     let p = parse_internal_key(input.key()).ok_or_else(|| {
@@ -348,6 +478,7 @@ impl DbInner {
         });
         match result {
             Ok(new_blob) => {
+                let new_blobs = new_blob.into_iter().collect();
                 if let Some(o) = builder.take() {
                     outputs.push(o.finish()?);
                 }
@@ -357,7 +488,7 @@ impl DbInner {
                 Ok(JobOutput {
                     tables: outputs,
                     blob_garbage,
-                    new_blob,
+                    new_blobs,
                 })
             }
             Err(e) => {

@@ -23,6 +23,7 @@ pub(crate) struct Counters {
     pub(crate) flushes: AtomicU64,
     pub(crate) flush_bytes: AtomicU64,
     pub(crate) compactions: AtomicU64,
+    pub(crate) split_compactions: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) expired_dropped: AtomicU64,
     pub(crate) expired_bytes_reclaimed: AtomicU64,
@@ -117,6 +118,9 @@ pub struct DbStats {
     pub flushes: u64,
     /// Compactions run (excluding trivial moves).
     pub compactions: u64,
+    /// Of `compactions`, those split into parts that ran at once
+    /// ([`crate::Options::max_subcompactions`]).
+    pub split_compactions: u64,
     /// Tables moved down a level without rewriting.
     pub trivial_moves: u64,
     /// Bytes written to tables, WALs and blob files for each byte of user data.
@@ -215,6 +219,7 @@ impl DbInner {
             flush_bytes: load(&c.flush_bytes),
             flushes: load(&c.flushes),
             compactions: load(&c.compactions),
+            split_compactions: load(&c.split_compactions),
             trivial_moves: load(&c.trivial_moves),
             write_amplification: if user == 0 {
                 0.0
@@ -325,9 +330,10 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     );
     let _ = writeln!(
         out,
-        "Flushes: {}; compactions: {}; trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
+        "Flushes: {}; compactions: {} ({} split); trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
         s.flushes,
         s.compactions,
+        s.split_compactions,
         s.trivial_moves,
         s.slowdowns,
         s.stalls,

@@ -522,7 +522,7 @@ impl TableReader {
             flags,
             data: None,
             data_handle: BlockHandle::default(),
-            released_to: 0,
+            released_to: None,
             streak: 0,
             error: None,
         }
@@ -622,8 +622,10 @@ pub struct TableIterator {
     /// Cursor over the data block the index points at; `None` when unpositioned.
     data: Option<BlockIter>,
     data_handle: BlockHandle,
-    /// With `flags.release_behind`: the file offset up to which bytes were released.
-    released_to: u64,
+    /// With `flags.release_behind`: the file offset up to which bytes were released (or, before
+    /// any, where the first block read starts: a scan that starts mid-file, one part of a split
+    /// compaction, must not release the bytes another part is reading).
+    released_to: Option<u64>,
     /// Data blocks entered by stepping off the end of the previous one since the last seek.
     streak: u32,
     error: Option<Error>,
@@ -660,11 +662,15 @@ impl TableIterator {
         if self.data.is_some() && self.data_handle == handle {
             return true;
         }
-        if self.flags.release_behind && handle.offset >= self.released_to + RELEASE_BEHIND_BYTES {
-            self.table
-                .file
-                .release(self.released_to, handle.offset - self.released_to);
-            self.released_to = handle.offset;
+        if self.flags.release_behind {
+            match self.released_to {
+                None => self.released_to = Some(handle.offset),
+                Some(from) if handle.offset >= from + RELEASE_BEHIND_BYTES => {
+                    self.table.file.release(from, handle.offset - from);
+                    self.released_to = Some(handle.offset);
+                }
+                Some(_) => {}
+            }
         }
         let read = if self.streak >= SCAN_BLOCKS_BEFORE_BYPASS {
             self.table

@@ -169,6 +169,7 @@ extern "C" {
     pub fn rocksdb_options_set_level0_stop_writes_trigger(o: *mut rocksdb_options_t, n: c_int);
     pub fn rocksdb_options_set_max_bytes_for_level_base(o: *mut rocksdb_options_t, n: u64);
     pub fn rocksdb_options_set_max_background_jobs(o: *mut rocksdb_options_t, n: c_int);
+    pub fn rocksdb_options_set_max_subcompactions(o: *mut rocksdb_options_t, n: u32);
     pub fn rocksdb_options_set_block_based_table_factory(
         o: *mut rocksdb_options_t,
         t: *mut rocksdb_block_based_table_options_t,
