@@ -556,27 +556,25 @@ impl Compaction {
     /// already, fewer than two tables to split at, or inputs of less than two output tables'
     /// size (each part gets at least about one table's worth).
     ///
-    /// The parts start at the smallest keys of tables of the deeper input level (the upper
-    /// level's when that is level 1 or deeper and the deeper one is empty), so a part reads
-    /// whole tables of that level, and tables are grouped so each part gets about the same
-    /// bytes of them. Those tables never share a user key, so all versions of a key fall in one
-    /// part.
+    /// Any user key would do as a point: a part takes every version of the keys in its range.
+    /// The points are the smallest keys of tables of one input level, the one of level 1 or
+    /// deeper with more tables (level-0 tables overlap, so theirs say little about where the
+    /// bytes lie), grouped so each part gets about the same bytes of that level: a part then
+    /// reads whole tables of it, and about its share of the other input level.
     pub fn split_points(&self, max_parts: usize) -> Vec<Vec<u8>> {
-        let files = if !self.inputs[1].is_empty() {
-            &self.inputs[1]
-        } else if self.level > 0 {
-            &self.inputs[0]
-        } else {
-            return Vec::new();
-        };
         if max_parts < 2
-            || files.len() < 2
             || self.is_trivial_move()
             || self.range_start.is_some()
             || self.range_end.is_some()
         {
             return Vec::new();
         }
+        let upper: &[Arc<FileMetaData>] = if self.level > 0 { &self.inputs[0] } else { &[] };
+        let files = if upper.len() > self.inputs[1].len() {
+            upper
+        } else {
+            &self.inputs[1]
+        };
         // Each part should write at least about one full output table: a smaller part costs a
         // thread and a short table more than it saves.
         let by_size = self.total_input_bytes() / self.max_output_file_size.max(1);
@@ -584,7 +582,7 @@ impl Compaction {
         if parts < 2 {
             return Vec::new();
         }
-        // Bytes of the tables before each table.
+        // Bytes of the level's tables before each table.
         let before: Vec<u64> = files
             .iter()
             .scan(0u64, |sum, f| {
@@ -600,14 +598,10 @@ impl Compaction {
         let mut next = 1;
         for k in 1..parts {
             let target = (u128::from(total) * u128::from(k) / u128::from(parts)) as u64;
-            let remaining_parts = (parts - k) as usize;
-            let last = files.len() - remaining_parts;
-            if next > last {
+            let last = files.len() - (parts - k) as usize;
+            let Some(best) = (next..=last).min_by_key(|&i| before[i].abs_diff(target)) else {
                 break;
-            }
-            let best = (next..=last)
-                .min_by_key(|&i| before[i].abs_diff(target))
-                .unwrap_or(next);
+            };
             points.push(files[best].smallest_user_key().to_vec());
             next = best + 1;
         }
