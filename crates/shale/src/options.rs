@@ -106,9 +106,10 @@ pub struct Options {
     /// Threads for flushes and compactions. Default: 2.
     pub max_background_jobs: usize,
     /// Most parts one background compaction is split into, by key range, each written by its
-    /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits only
-    /// where its deeper input level has tables to split at, into parts of about equal bytes.
-    /// 1 runs each on one thread: on a machine with few cores the extra threads take CPU time
+    /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the
+    /// tables of one of its input levels of level 1 or deeper, into parts of about equal bytes
+    /// and at least about `max_file_size` each, so small compactions and a level-0 compaction
+    /// into an empty level run whole. 1 runs each on one thread: on a machine with few cores the extra threads take CPU time
     /// from the writers while a write burst is being compacted. A manual compaction
     /// ([`crate::Db::compact_range`]), which its caller waits for and which no background
     /// compaction runs beside, splits into up to this or `max_background_jobs` parts, whichever
