@@ -109,8 +109,9 @@ pub struct Options {
     /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the
     /// tables of one of its input levels of level 1 or deeper, into parts of about equal bytes
     /// and at least about `max_file_size` each, so small compactions and a level-0 compaction
-    /// into an empty level run whole. 1 runs each on one thread: on a machine with few cores the extra threads take CPU time
-    /// from the writers while a write burst is being compacted. A manual compaction
+    /// into an empty level run whole. 1 runs each on one thread: on a machine with few cores
+    /// the extra threads take CPU time from the writers while a write burst is being
+    /// compacted. A manual compaction
     /// ([`crate::Db::compact_range`]), which its caller waits for and which no background
     /// compaction runs beside, splits into up to this or `max_background_jobs` parts, whichever
     /// is more. Default: 1.

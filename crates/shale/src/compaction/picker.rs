@@ -467,6 +467,22 @@ pub enum CompactionReason {
     BlobCollection,
 }
 
+/// How far the keys written by a compaction (or one part of it) have got, for
+/// [`Compaction::should_stop_before`] and [`Compaction::is_base_level_for_key`]. Keys arrive in
+/// ascending order, so every cursor only moves forward.
+#[derive(Debug, Default)]
+struct Cursors {
+    /// Index of the first grandparent not yet passed by the output keys.
+    grandparent_index: usize,
+    /// Whether any key has been seen since the current output file started.
+    seen_key: bool,
+    /// Grandparent bytes overlapped by the current output file.
+    overlapped_bytes: u64,
+    /// Per level deeper than the output: index of the first file that may still contain a key
+    /// passed to [`Compaction::is_base_level_for_key`].
+    level_ptrs: [usize; NUM_LEVELS],
+}
+
 /// One compaction: the files to merge from `level` and `level + 1`, and the state the job
 /// consults while writing outputs into [`Compaction::output_level`].
 pub struct Compaction {
@@ -486,15 +502,8 @@ pub struct Compaction {
     /// Target size of each output file.
     pub max_output_file_size: u64,
     max_grandparent_overlap_bytes: u64,
-    /// Index of the first grandparent not yet passed by the output keys.
-    grandparent_index: usize,
-    /// Whether any key has been seen since the current output file started.
-    seen_key: bool,
-    /// Grandparent bytes overlapped by the current output file.
-    overlapped_bytes: u64,
-    /// Per level deeper than the output: index of the first file that may still contain a key
-    /// passed to [`Compaction::is_base_level_for_key`] (keys arrive in ascending order).
-    level_ptrs: [usize; NUM_LEVELS],
+    /// Where the output keys have got to; each part of a split compaction has its own.
+    cursors: Cursors,
     /// For one part of a compaction ([`Compaction::part`]): the user keys this part
     /// writes, from `range_start` (inclusive) to `range_end` (exclusive); `None` is open.
     range_start: Option<Vec<u8>>,
@@ -534,10 +543,7 @@ impl Compaction {
             input_version: Arc::clone(version),
             max_output_file_size: opts.max_file_size,
             max_grandparent_overlap_bytes: max_grandparent_overlap_bytes(opts),
-            grandparent_index: 0,
-            seen_key: false,
-            overlapped_bytes: 0,
-            level_ptrs: [0; NUM_LEVELS],
+            cursors: Cursors::default(),
             range_start: None,
             range_end: None,
         }
@@ -620,10 +626,7 @@ impl Compaction {
             input_version: Arc::clone(&self.input_version),
             max_output_file_size: self.max_output_file_size,
             max_grandparent_overlap_bytes: self.max_grandparent_overlap_bytes,
-            grandparent_index: 0,
-            seen_key: false,
-            overlapped_bytes: 0,
-            level_ptrs: [0; NUM_LEVELS],
+            cursors: Cursors::default(),
             range_start: start.map(<[u8]>::to_vec),
             range_end: end.map(<[u8]>::to_vec),
         }
@@ -666,7 +669,7 @@ impl Compaction {
         let ucmp = self.input_version.comparator().user();
         for level in self.output_level + 1..NUM_LEVELS {
             let files = self.input_version.files(level);
-            while let Some(f) = files.get(self.level_ptrs[level]) {
+            while let Some(f) = files.get(self.cursors.level_ptrs[level]) {
                 if ucmp.compare(user_key, f.largest_user_key()) != Ordering::Greater {
                     if ucmp.compare(user_key, f.smallest_user_key()) != Ordering::Less {
                         return false;
@@ -674,7 +677,7 @@ impl Compaction {
                     break;
                 }
                 // The key is past this file; so is every later key.
-                self.level_ptrs[level] += 1;
+                self.cursors.level_ptrs[level] += 1;
             }
         }
         true
@@ -685,18 +688,19 @@ impl Compaction {
     /// grandparent data. Resets the overlap count when it says so.
     pub fn should_stop_before(&mut self, ikey: &[u8]) -> bool {
         let icmp = self.input_version.comparator();
-        while let Some(g) = self.grandparents.get(self.grandparent_index) {
+        let cur = &mut self.cursors;
+        while let Some(g) = self.grandparents.get(cur.grandparent_index) {
             if icmp.compare(ikey, &g.largest) != Ordering::Greater {
                 break;
             }
-            if self.seen_key {
-                self.overlapped_bytes = self.overlapped_bytes.saturating_add(g.file_size);
+            if cur.seen_key {
+                cur.overlapped_bytes = cur.overlapped_bytes.saturating_add(g.file_size);
             }
-            self.grandparent_index += 1;
+            cur.grandparent_index += 1;
         }
-        self.seen_key = true;
-        if self.overlapped_bytes > self.max_grandparent_overlap_bytes {
-            self.overlapped_bytes = 0;
+        cur.seen_key = true;
+        if cur.overlapped_bytes > self.max_grandparent_overlap_bytes {
+            cur.overlapped_bytes = 0;
             true
         } else {
             false

@@ -240,7 +240,7 @@ impl DbInner {
                 match thread.spawn_scoped(scope, move || run(range)) {
                     Ok(handle) => spawned.push((range, Some(handle))),
                     Err(e) => {
-                        tracing::warn!(%e, "cannot start a subcompaction thread; running its part here");
+                        tracing::warn!(%e, "no thread for a subcompaction; running its part here");
                         spawned.push((range, None));
                     }
                 }
@@ -257,11 +257,6 @@ impl DbInner {
             }
             results
         });
-        let mut joined = JobOutput {
-            tables: Vec::new(),
-            blob_garbage: BlobTally::new(),
-            new_blobs: Vec::new(),
-        };
         let mut failure: Option<Error> = None;
         let mut done: Vec<JobOutput> = Vec::new();
         for result in results {
@@ -282,15 +277,30 @@ impl DbInner {
             }
         }
         if let Some(e) = failure {
-            let numbers: Vec<u64> = done.iter().flat_map(JobOutput::file_numbers).collect();
             let mut state = self.state.lock();
-            for n in numbers {
-                state.pending_outputs.remove(&n);
-                let _ = self.options.fs.remove(&table_file_name(&self.dir, n));
-                let _ = self.options.fs.remove(&blob_file_name(&self.dir, n));
+            for out in &done {
+                let tables = out
+                    .tables
+                    .iter()
+                    .map(|f| table_file_name(&self.dir, f.number));
+                let blobs = out
+                    .new_blobs
+                    .iter()
+                    .map(|&(n, _)| blob_file_name(&self.dir, n));
+                for path in tables.chain(blobs) {
+                    let _ = self.options.fs.remove(&path);
+                }
+                for n in out.file_numbers() {
+                    state.pending_outputs.remove(&n);
+                }
             }
             return Err(e);
         }
+        let mut joined = JobOutput {
+            tables: Vec::new(),
+            blob_garbage: BlobTally::new(),
+            new_blobs: Vec::new(),
+        };
         for out in done {
             joined.tables.extend(out.tables);
             joined.new_blobs.extend(out.new_blobs);
