@@ -16,7 +16,7 @@ use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileType}
 use crate::iter::InternalIterator;
 use crate::key::parse_internal_key;
 use crate::memtable::MemTable;
-use crate::sstable::{TableBuilder, TableOptions};
+use crate::sstable::{TableBuilder, TableOptions, TableReader};
 use crate::version::{FileMetaData, VersionEdit, VersionSet};
 
 /// The longest an idle background thread sleeps while some table consists only of expiring
@@ -205,6 +205,9 @@ impl DbInner {
         iter.seek_to_first();
         let meta = build_table(&self.dir, &self.options, number, &mut iter, blobs)?;
         if meta.is_some() {
+            // A table that does not read back fails the flush while the memtable and its WAL
+            // still hold the entries.
+            self.verify_table(number)?;
             // The blob files the table references were sealed with their WAL, maybe unsynced
             // (`switch_memtable`): the table must not outlive their bytes. The directory sync
             // below covers their entries too.
@@ -216,6 +219,22 @@ impl DbInner {
             self.options.fs.sync_dir(&self.dir)?;
         }
         Ok(meta)
+    }
+
+    /// Checks table `number`, just written, as a read will open it: its footer, and its
+    /// metaindex, properties, filter and index blocks against their checksums
+    /// ([`TableReader::verify_file`]).
+    ///
+    /// Why: a write the device mangled without reporting an error would otherwise be found
+    /// only by a later read, after the job that wrote the table had deleted the files or the
+    /// WAL holding the same entries. LevelDB opens every table it writes for the same reason.
+    /// The table is not kept open in the table cache: its index and filter would then be
+    /// resident for every table written, read or not, which the memory budget of a write-only
+    /// load has no room for (1.1 MiB more at the peak of a 1M-key fill suite).
+    pub(crate) fn verify_table(&self, number: u64) -> Result<()> {
+        let path = table_file_name(&self.dir, number);
+        let file = self.options.fs.open_random(&path)?;
+        TableReader::verify_file(file.as_ref(), &path)
     }
 
     /// Removes tables, WALs and manifests no live version needs. REQUIRES: `state` held.

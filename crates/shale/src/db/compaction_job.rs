@@ -122,6 +122,24 @@ impl OpenOutput {
     }
 }
 
+/// The metadata of output table `number` that was not finished: only its number counts, so
+/// that a failed job's cleanup removes its file with the others.
+fn unfinished_output(number: u64) -> FileMetaData {
+    FileMetaData {
+        number,
+        file_size: 0,
+        smallest: Vec::new(),
+        largest: Vec::new(),
+        smallest_seqno: 0,
+        largest_seqno: 0,
+        num_entries: 0,
+        num_deletions: 0,
+        max_expiry_micros: 0,
+        has_permanent_entries: true,
+        oldest_blob_file: 0,
+    }
+}
+
 impl DbInner {
     /// Runs `c`, split into at most `max_parts` parts that run at once, and installs its
     /// result. Called with `state` held; releases it for the I/O.
@@ -204,6 +222,24 @@ impl DbInner {
         self.install_view(state);
         self.delete_obsolete_files(state);
         Ok(())
+    }
+
+    /// Finishes output `o` and checks that the table reads back ([`DbInner::verify_table`]),
+    /// adding it to `outputs` (on failure too, so that the job's cleanup removes it): a table
+    /// that does not fails the job before the manifest names it and the inputs holding the
+    /// same entries are deleted.
+    fn finish_output(&self, o: OpenOutput, outputs: &mut Vec<FileMetaData>) -> Result<()> {
+        let number = o.number;
+        match o.finish() {
+            Ok(meta) => {
+                outputs.push(meta);
+                self.verify_table(number)
+            }
+            Err(e) => {
+                outputs.push(unfinished_output(number));
+                Err(e)
+            }
+        }
     }
 
     fn new_output_number(&self) -> u64 {
@@ -440,7 +476,7 @@ impl DbInner {
                 };
                 if cut {
                     if let Some(o) = builder.take() {
-                        outputs.push(o.finish()?);
+                        self.finish_output(o, &mut outputs)?;
                     }
                 }
                 if builder.is_none() {
@@ -476,31 +512,29 @@ impl DbInner {
         })();
         let result = result.and_then(|()| {
             // The relocated values must be durable before the edit naming their new home.
-            match relocation.as_mut() {
+            let new_blob = match relocation.as_mut() {
                 Some(w) => {
                     w.flush()?;
                     w.sync(self.options.fs.as_ref())?;
                     w.close()?;
-                    Ok(Some((w.number(), w.record_bytes())))
+                    Some((w.number(), w.record_bytes()))
                 }
-                None => Ok(None),
+                None => None,
+            };
+            if let Some(o) = builder.take() {
+                self.finish_output(o, &mut outputs)?;
             }
+            if !outputs.is_empty() {
+                self.options.fs.sync_dir(&self.dir)?;
+            }
+            Ok(new_blob)
         });
         match result {
-            Ok(new_blob) => {
-                let new_blobs = new_blob.into_iter().collect();
-                if let Some(o) = builder.take() {
-                    outputs.push(o.finish()?);
-                }
-                if !outputs.is_empty() {
-                    self.options.fs.sync_dir(&self.dir)?;
-                }
-                Ok(JobOutput {
-                    tables: outputs,
-                    blob_garbage,
-                    new_blobs,
-                })
-            }
+            Ok(new_blob) => Ok(JobOutput {
+                tables: outputs,
+                blob_garbage,
+                new_blobs: new_blob.into_iter().collect(),
+            }),
             Err(e) => {
                 if let Some(w) = relocation.take() {
                     let mut state = self.state.lock();
@@ -512,19 +546,7 @@ impl DbInner {
                 }) = builder.take()
                 {
                     b.abandon();
-                    outputs.push(FileMetaData {
-                        number,
-                        file_size: 0,
-                        smallest: Vec::new(),
-                        largest: Vec::new(),
-                        smallest_seqno: 0,
-                        largest_seqno: 0,
-                        num_entries: 0,
-                        num_deletions: 0,
-                        max_expiry_micros: 0,
-                        has_permanent_entries: true,
-                        oldest_blob_file: 0,
-                    });
+                    outputs.push(unfinished_output(number));
                 }
                 let mut state = self.state.lock();
                 for f in &outputs {

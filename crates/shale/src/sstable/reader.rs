@@ -54,6 +54,27 @@ fn mapped_block<'a>(
         .ok_or_else(|| Error::corruption(path, handle.offset, "block extends past the mapped file"))
 }
 
+/// Reads and decodes the footer of the table in `file`; returns it with its offset (where
+/// the block area ends).
+fn read_footer(file: &dyn RandomAccessFile, path: &Path) -> Result<(Footer, u64)> {
+    let file_size = file.size();
+    let Some(footer_offset) = file_size.checked_sub(FOOTER_LEN as u64) else {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!(
+                "file of {file_size} bytes is too short to be a table (footer is {FOOTER_LEN} bytes)"
+            ),
+        ));
+    };
+    let mut footer_bytes = [0u8; FOOTER_LEN];
+    file.read_exact_at(footer_offset, &mut footer_bytes)?;
+    Ok((
+        decode_footer(path, footer_offset, &footer_bytes)?,
+        footer_offset,
+    ))
+}
+
 /// Bytes the block at `handle` takes in the file, its trailer included.
 fn stored_len(handle: BlockHandle) -> Option<usize> {
     usize::try_from(handle.size)
@@ -151,16 +172,7 @@ impl TableReader {
         cache: Option<Arc<BlockCache>>,
     ) -> Result<TableReader> {
         let file_size = file.size();
-        let Some(footer_offset) = file_size.checked_sub(FOOTER_LEN as u64) else {
-            return Err(Error::corruption(
-                &path,
-                0,
-                format!("file of {file_size} bytes is too short to be a table (footer is {FOOTER_LEN} bytes)"),
-            ));
-        };
-        let mut footer_bytes = [0u8; FOOTER_LEN];
-        file.read_exact_at(footer_offset, &mut footer_bytes)?;
-        let footer = decode_footer(&path, footer_offset, &footer_bytes)?;
+        let (footer, footer_offset) = read_footer(file.as_ref(), &path)?;
         let corrupt = |offset: u64, m: String| Error::corruption(&path, offset, m);
         let read = |handle: BlockHandle| {
             read_block_contents(file.as_ref(), &path, footer_offset, handle, true)
@@ -240,6 +252,54 @@ impl TableReader {
             meta,
             props,
         })
+    }
+
+    /// Checks the table in `file` (at `path`, for messages) the way [`TableReader::open`]
+    /// reads it: the footer, then the metaindex, every block it names (the properties and the
+    /// filter) and the index, each against its checksum. Nothing is kept.
+    ///
+    /// A mapped file's blocks are checked where they lie, so the check allocates little beyond
+    /// the metaindex's few entries: the database checks every table it writes, and copies of
+    /// their index blocks, freed at once, still raised the peak memory of a write-only load
+    /// by 0.4 MiB (the allocator kept the pages).
+    pub fn verify_file(file: &dyn RandomAccessFile, path: &Path) -> Result<()> {
+        let (footer, footer_offset) = read_footer(file, path)?;
+        let check = |handle: BlockHandle| -> Result<()> {
+            let in_place = stored_len(handle).filter(|_| {
+                handle
+                    .end_with_trailer()
+                    .is_some_and(|end| end <= footer_offset)
+            });
+            if let Some(len) = in_place {
+                if let Some(stored) = mapped_block(file, path, handle, len)? {
+                    return verified_plain_block(path, handle.offset, stored).map(drop);
+                }
+            }
+            // Not mapped, or out of bounds (which the read reports).
+            read_block_contents(file, path, footer_offset, handle, true).map(drop)
+        };
+        let metaindex = decode_string_block(read_block_contents(
+            file,
+            path,
+            footer_offset,
+            footer.metaindex,
+            true,
+        )?)
+        .map_err(|m| Error::corruption(path, footer.metaindex.offset, format!("metaindex: {m}")))?;
+        for (name, value) in metaindex {
+            let handle = BlockHandle::decode_exact(&value).ok_or_else(|| {
+                Error::corruption(
+                    path,
+                    footer.metaindex.offset,
+                    format!(
+                        "metaindex entry {:?} holds a malformed handle",
+                        String::from_utf8_lossy(&name)
+                    ),
+                )
+            })?;
+            check(handle)?;
+        }
+        check(footer.index)
     }
 
     /// The filter block read in place from the file's memory map, verified, when the file is

@@ -1071,3 +1071,51 @@ fn point_lookups_nested_in_a_visit_see_their_own_keys() {
         );
     }
 }
+
+/// [`TableReader::verify_file`] accepts what [`TableReader::open`] opens and refuses what it
+/// refuses, for a bit flipped at every byte after the data blocks (index, filter, properties,
+/// metaindex, footer), through a mapped and a copied file.
+#[test]
+fn verify_file_refuses_exactly_what_open_refuses() {
+    use crate::env::PosixFs;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let entries = dataset(300, 1, 5);
+    let mem = MemFs::new();
+    let staged = PathBuf::from("/db/000011.sst");
+    let opts = table_opts(Compression::Lz4, 10, 512);
+    let props = write_table(&mem, &staged, &opts, &entries);
+    let good = mem.contents(&staged).expect("contents");
+    let path = dir.path().join("000011.sst");
+    let data_end = usize::try_from(props.data_size).expect("size");
+    let mut refused = 0;
+    for flip in std::iter::once(None).chain((data_end..good.len()).map(Some)) {
+        let mut bytes = good.clone();
+        if let Some(i) = flip {
+            bytes[i] ^= 1 << (i % 8);
+        }
+        std::fs::write(&path, &bytes).expect("write");
+        for fs in [PosixFs::default(), PosixFs::without_mmap()] {
+            let opened = TableReader::open(
+                opts.clone(),
+                fs.open_random(&path).expect("open file"),
+                path.clone(),
+                1,
+                None,
+            );
+            let verified =
+                TableReader::verify_file(fs.open_random(&path).expect("open file").as_ref(), &path);
+            assert_eq!(opened.is_ok(), verified.is_ok(), "flip at {flip:?}");
+            if let Err(e) = verified {
+                assert!(e.is_corruption(), "flip at {flip:?}: {e}");
+                assert!(e.to_string().contains("000011.sst"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    // Nearly every byte there is covered by a checksum or the footer's checks.
+    let flipped = 2 * (good.len() - data_end);
+    assert!(
+        refused * 10 >= flipped * 9,
+        "{refused} of {flipped} refused"
+    );
+}

@@ -1,0 +1,208 @@
+//! A table a flush or a compaction writes is opened, as reads will open it, before the manifest
+//! names it: one whose footer does not read back (a write the device mangled without an error)
+//! fails the job, and nothing it held is lost.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use shale::env::fault::flip_bit;
+use shale::env::{FileLock, Fs, MemFs, RandomAccessFile, SequentialFile, WritableFile};
+use shale::{Db, Error, Options};
+
+/// A [`MemFs`] that, while armed, flips a bit of the footer of the next table it finishes
+/// writing (at its sync, after the bytes are in place), and then disarms.
+#[derive(Clone)]
+struct FooterMangler {
+    mem: MemFs,
+    armed: Arc<AtomicBool>,
+}
+
+struct ManglingFile {
+    inner: Box<dyn WritableFile>,
+    mem: MemFs,
+    path: std::path::PathBuf,
+    armed: Arc<AtomicBool>,
+}
+
+impl WritableFile for ManglingFile {
+    fn append(&mut self, data: &[u8]) -> shale::Result<()> {
+        self.inner.append(data)
+    }
+
+    fn flush(&mut self) -> shale::Result<()> {
+        self.inner.flush()
+    }
+
+    fn sync(&mut self) -> shale::Result<()> {
+        self.inner.sync()?;
+        if self.armed.swap(false, Ordering::SeqCst) {
+            // The footer's last byte: part of the table magic number.
+            let len = self.inner.len() as usize;
+            assert!(flip_bit(&self.mem, &self.path, len - 1, 3), "flip failed");
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> shale::Result<()> {
+        self.inner.close()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+impl Fs for FooterMangler {
+    fn create(&self, path: &Path) -> shale::Result<Box<dyn WritableFile>> {
+        let inner = self.mem.create(path)?;
+        if path.extension().is_some_and(|e| e == "sst") {
+            return Ok(Box::new(ManglingFile {
+                inner,
+                mem: self.mem.clone(),
+                path: path.to_path_buf(),
+                armed: self.armed.clone(),
+            }));
+        }
+        Ok(inner)
+    }
+    fn create_log(&self, path: &Path) -> shale::Result<Box<dyn WritableFile>> {
+        self.mem.create_log(path)
+    }
+    fn reuse_log(&self, old: &Path, path: &Path) -> shale::Result<Box<dyn WritableFile>> {
+        self.mem.reuse_log(old, path)
+    }
+    fn open_random(&self, path: &Path) -> shale::Result<Arc<dyn RandomAccessFile>> {
+        self.mem.open_random(path)
+    }
+    fn open_sequential(&self, path: &Path) -> shale::Result<Box<dyn SequentialFile>> {
+        self.mem.open_sequential(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.mem.exists(path)
+    }
+    fn list(&self, dir: &Path) -> shale::Result<Vec<String>> {
+        self.mem.list(dir)
+    }
+    fn file_size(&self, path: &Path) -> shale::Result<u64> {
+        self.mem.file_size(path)
+    }
+    fn remove(&self, path: &Path) -> shale::Result<()> {
+        self.mem.remove(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> shale::Result<()> {
+        self.mem.rename(from, to)
+    }
+    fn link(&self, from: &Path, to: &Path) -> shale::Result<()> {
+        self.mem.link(from, to)
+    }
+    fn create_dir_all(&self, dir: &Path) -> shale::Result<()> {
+        self.mem.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> shale::Result<()> {
+        self.mem.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> shale::Result<()> {
+        self.mem.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path) -> shale::Result<Box<dyn FileLock>> {
+        self.mem.lock(path)
+    }
+}
+
+fn options(fs: Arc<dyn Fs>) -> Options {
+    Options {
+        write_buffer_size: 64 * 1024,
+        // Flushes and compactions only when the test asks.
+        level0_file_num_compaction_trigger: 100,
+        level0_slowdown_writes_trigger: 200,
+        level0_stop_writes_trigger: 300,
+        fs,
+        ..Options::default()
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    format!("value-{i:06}-{round}-{}", "x".repeat(40)).into_bytes()
+}
+
+/// Every key holds its value from `round`, read through a fresh open of `mem`.
+fn reopen_and_check(mem: &MemFs, dir: &Path, n: u32, round: u32) {
+    let db = Db::open(dir, options(Arc::new(mem.clone()))).expect("reopen");
+    for i in 0..n {
+        let got = db.get(key(i)).expect("read after reopen");
+        assert_eq!(got, Some(value(i, round)), "key {i}");
+    }
+}
+
+/// The table files in `dir`.
+fn tables(mem: &MemFs, dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = mem
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The job's error, or the poisoning it caused, names the table and the damage.
+fn is_corruption_of_a_table(e: &Error) -> bool {
+    let message = e.to_string();
+    message.contains("corruption in /db/") && message.contains(".sst") && message.contains("magic")
+}
+
+#[test]
+fn a_flushed_table_that_does_not_read_back_fails_the_flush_and_loses_nothing() {
+    let mem = MemFs::new();
+    let fs = FooterMangler {
+        mem: mem.clone(),
+        armed: Arc::new(AtomicBool::new(false)),
+    };
+    let dir = Path::new("/db");
+    let db = Db::open(dir, options(Arc::new(fs.clone()))).expect("open");
+    for i in 0..500 {
+        db.put(key(i), value(i, 0)).expect("put");
+    }
+    fs.armed.store(true, Ordering::SeqCst);
+    let err = db.flush().expect_err("the mangled table was installed");
+    assert!(is_corruption_of_a_table(&err), "{err}");
+    assert!(!fs.armed.load(Ordering::SeqCst), "no table was written");
+    drop(db);
+    reopen_and_check(&mem, dir, 500, 0);
+}
+
+#[test]
+fn a_compaction_output_that_does_not_read_back_fails_the_compaction_and_loses_nothing() {
+    let mem = MemFs::new();
+    let fs = FooterMangler {
+        mem: mem.clone(),
+        armed: Arc::new(AtomicBool::new(false)),
+    };
+    let dir = Path::new("/db");
+    let db = Db::open(dir, options(Arc::new(fs.clone()))).expect("open");
+    // Two overlapping tables, so the compaction merges them into a new one.
+    for round in 0..2 {
+        for i in 0..500 {
+            db.put(key(i), value(i, round)).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    let before = tables(&mem, dir);
+    assert_eq!(before.len(), 2, "{before:?}");
+    fs.armed.store(true, Ordering::SeqCst);
+    let err = db
+        .compact_range(None, None)
+        .expect_err("the mangled table was installed");
+    assert!(is_corruption_of_a_table(&err), "{err}");
+    assert!(!fs.armed.load(Ordering::SeqCst), "no table was written");
+    // The failed job removed what it wrote; its inputs are still the database's tables.
+    assert_eq!(tables(&mem, dir), before);
+    drop(db);
+    reopen_and_check(&mem, dir, 500, 1);
+}
