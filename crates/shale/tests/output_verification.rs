@@ -1,6 +1,7 @@
-//! A table a flush or a compaction writes is opened, as reads will open it, before the manifest
-//! names it: one whose footer does not read back (a write the device mangled without an error)
-//! fails the job, and nothing it held is lost.
+//! A table a flush or a compaction writes is checked, as reads will open it, before the
+//! manifest names it: one that does not read back as it was built (here a filesystem layer
+//! changes a bit of its footer and reports no error) fails the job, and nothing it held is
+//! lost.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,4 +206,54 @@ fn a_compaction_output_that_does_not_read_back_fails_the_compaction_and_loses_no
     assert_eq!(tables(&mem, dir), before);
     drop(db);
     reopen_and_check(&mem, dir, 500, 1);
+}
+
+/// A repair whose new table does not read back fails before it touches the manifest: the
+/// database opens as it was, with every key, and a second repair succeeds.
+#[test]
+fn a_repair_whose_table_does_not_read_back_leaves_the_database_as_it_was() {
+    let mem = MemFs::new();
+    let fs = FooterMangler {
+        mem: mem.clone(),
+        armed: Arc::new(AtomicBool::new(false)),
+    };
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, options(Arc::new(fs.clone()))).expect("open");
+        for i in 0..500 {
+            db.put(key(i), value(i, 0)).expect("put");
+        }
+        db.flush().expect("flush");
+        // Newer values of half the keys stay in the WAL only.
+        for i in 0..250 {
+            db.put(key(i), value(i, 1)).expect("put");
+        }
+    }
+    let files_before = {
+        let mut names = mem.list(dir).expect("list");
+        names.sort();
+        names
+    };
+    fs.armed.store(true, Ordering::SeqCst);
+    let err = Db::repair(dir, &options(Arc::new(fs.clone()))).expect_err("repair succeeded");
+    assert!(is_corruption_of_a_table(&err), "{err}");
+    let mut files_after = mem.list(dir).expect("list");
+    files_after.sort();
+    assert_eq!(
+        files_after, files_before,
+        "the failed repair left or removed files"
+    );
+    let check = |db: &Db| {
+        for i in 0..500 {
+            let round = u32::from(i < 250);
+            assert_eq!(
+                db.get(key(i)).expect("get"),
+                Some(value(i, round)),
+                "key {i}"
+            );
+        }
+    };
+    check(&Db::open(dir, options(Arc::new(mem.clone()))).expect("open after the failure"));
+    Db::repair(dir, &options(Arc::new(mem.clone()))).expect("second repair");
+    check(&Db::open(dir, options(Arc::new(mem.clone()))).expect("open after repair"));
 }

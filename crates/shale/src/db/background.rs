@@ -11,6 +11,7 @@ use parking_lot::MutexGuard;
 use super::{DbInner, DbState};
 use crate::batch::blob_ref_of;
 use crate::compaction::Compaction;
+use crate::env::Fs;
 use crate::error::{Error, Result};
 use crate::filename::{parse_file_name, table_file_name, wal_file_name, FileType};
 use crate::iter::InternalIterator;
@@ -205,9 +206,6 @@ impl DbInner {
         iter.seek_to_first();
         let meta = build_table(&self.dir, &self.options, number, &mut iter, blobs)?;
         if meta.is_some() {
-            // A table that does not read back fails the flush while the memtable and its WAL
-            // still hold the entries.
-            self.verify_table(number)?;
             // The blob files the table references were sealed with their WAL, maybe unsynced
             // (`switch_memtable`): the table must not outlive their bytes. The directory sync
             // below covers their entries too.
@@ -219,22 +217,6 @@ impl DbInner {
             self.options.fs.sync_dir(&self.dir)?;
         }
         Ok(meta)
-    }
-
-    /// Checks table `number`, just written, as a read will open it: its footer, and its
-    /// metaindex, properties, filter and index blocks against their checksums
-    /// ([`TableReader::verify_file`]).
-    ///
-    /// Why: a write the device mangled without reporting an error would otherwise be found
-    /// only by a later read, after the job that wrote the table had deleted the files or the
-    /// WAL holding the same entries. LevelDB opens every table it writes for the same reason.
-    /// The table is not kept open in the table cache: its index and filter would then be
-    /// resident for every table written, read or not, which the memory budget of a write-only
-    /// load has no room for (1.1 MiB more at the peak of a 1M-key fill suite).
-    pub(crate) fn verify_table(&self, number: u64) -> Result<()> {
-        let path = table_file_name(&self.dir, number);
-        let file = self.options.fs.open_random(&path)?;
-        TableReader::verify_file(file.as_ref(), &path)
     }
 
     /// Removes tables, WALs and manifests no live version needs. REQUIRES: `state` held.
@@ -439,9 +421,30 @@ pub(crate) fn tally_blob_reference(
     Some(r.file_number)
 }
 
-/// Builds table `number` from every entry of `iter` (positioned at its first entry). `None` if
-/// there was nothing to write (the file is removed). Adds the record bytes of every blob
-/// reference written to `blobs`.
+/// Checks table `number` of `dir`, just written, as a read will open it: its footer, and its
+/// metaindex, properties, filter and index blocks against their checksums
+/// ([`TableReader::verify_file`]). Flushes, compactions, recovery and repair run it on every
+/// table they write, before the manifest names it.
+///
+/// Why: a table that does not read back as it was built (bytes lost or changed between the
+/// builder and the file by a layer that reported no error, a size cut wrong when a
+/// preallocated tail is trimmed, a builder bug) would otherwise be found only by a later read,
+/// after the job that wrote it had deleted the files or the WAL holding the same entries.
+/// LevelDB opens every table it writes for the same reason. The check reads what the
+/// filesystem serves, normally its cache: damage the device does to the bytes later is left to
+/// the checksums every read verifies. The table is not kept open in the table cache: its index
+/// and filter would then be resident for every table written, read or not, which the memory
+/// budget of a write-only load has no room for (1.1 MiB more at the peak of a 1M-key fill
+/// suite).
+pub(crate) fn verify_table(fs: &dyn Fs, dir: &std::path::Path, number: u64) -> Result<()> {
+    let path = table_file_name(dir, number);
+    let file = fs.open_random(&path)?;
+    TableReader::verify_file(file.as_ref(), &path)
+}
+
+/// Builds table `number` from every entry of `iter` (positioned at its first entry) and checks
+/// it ([`verify_table`]). `None` if there was nothing to write (the file is removed). Adds the
+/// record bytes of every blob reference written to `blobs`.
 pub(crate) fn build_table(
     dir: &std::path::Path,
     options: &crate::Options,
@@ -471,6 +474,11 @@ pub(crate) fn build_table(
         return Ok(None);
     }
     let props = builder.finish()?;
+    if let Err(e) = verify_table(options.fs.as_ref(), dir, number) {
+        // No manifest names it: nothing else will remove it before the next open.
+        let _ = options.fs.remove(&path);
+        return Err(e);
+    }
     let mut meta = meta_from_properties(number, &props);
     meta.oldest_blob_file = oldest_blob;
     Ok(Some(meta))

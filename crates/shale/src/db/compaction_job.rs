@@ -49,7 +49,7 @@ use parking_lot::MutexGuard;
 
 use std::borrow::Cow;
 
-use super::background::{meta_from_properties, BlobTally};
+use super::background::{meta_from_properties, verify_table, BlobTally};
 use super::{DbInner, DbState};
 use crate::batch::blob_ref_of;
 use crate::blob::{BlobFileWriter, BlobRef};
@@ -224,16 +224,16 @@ impl DbInner {
         Ok(())
     }
 
-    /// Finishes output `o` and checks that the table reads back ([`DbInner::verify_table`]),
-    /// adding it to `outputs` (on failure too, so that the job's cleanup removes it): a table
-    /// that does not fails the job before the manifest names it and the inputs holding the
-    /// same entries are deleted.
+    /// Finishes output `o` and checks that the table reads back as it was built
+    /// ([`verify_table`]), adding it to `outputs` (on failure too, so that the job's cleanup
+    /// removes it): a table that does not fails the job before the manifest names it and the
+    /// inputs holding the same entries are deleted.
     fn finish_output(&self, o: OpenOutput, outputs: &mut Vec<FileMetaData>) -> Result<()> {
         let number = o.number;
         match o.finish() {
             Ok(meta) => {
                 outputs.push(meta);
-                self.verify_table(number)
+                verify_table(self.options.fs.as_ref(), &self.dir, number)
             }
             Err(e) => {
                 outputs.push(unfinished_output(number));
@@ -482,7 +482,14 @@ impl DbInner {
                 if builder.is_none() {
                     let number = self.new_output_number();
                     let path = table_file_name(&self.dir, number);
-                    let file = self.options.fs.create(&path)?;
+                    let file = match self.options.fs.create(&path) {
+                        Ok(file) => file,
+                        Err(e) => {
+                            // The cleanup below releases its number (and any file made).
+                            outputs.push(unfinished_output(number));
+                            return Err(e);
+                        }
+                    };
                     builder = Some(OpenOutput {
                         number,
                         builder: TableBuilder::new(

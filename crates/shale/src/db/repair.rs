@@ -183,7 +183,37 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         sources.push(Box::new(mit));
     }
 
-    // Start a new manifest from scratch, numbered after every existing file.
+    // The salvaged entries go into new tables numbered after every existing file. The old
+    // manifests are replaced only once every new table is written and checked: a repair that
+    // fails before then leaves the directory as it found it, apart from the new tables, which
+    // it removes, so it can be run again (and an open in between finds the old manifest, not
+    // an empty one that would make the old tables look obsolete).
+    let mut next_number = max_number.saturating_add(1);
+    let mut written: Vec<u64> = Vec::new();
+    let mut edit = VersionEdit::default();
+    let built = write_tables(
+        TableSink {
+            dir,
+            options,
+            table_options: &table_options,
+            next_number: &mut next_number,
+            written: &mut written,
+            edit: &mut edit,
+            report: &mut report,
+        },
+        &mut merged_sources(&icmp, sources),
+    );
+    let built = built
+        .and_then(|()| fs.sync_dir(dir))
+        .and_then(|()| super::open::sync_blob_files(options, dir, &edit));
+    if let Err(e) = built {
+        for &n in &written {
+            let _ = fs.remove(&table_file_name(dir, n));
+        }
+        return Err(e);
+    }
+
+    // Start a new manifest from scratch, numbered after every file, old and new.
     for &n in &manifests {
         let path = crate::filename::manifest_file_name(dir, n);
         let _ = fs.remove(&path);
@@ -192,11 +222,87 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let mut versions = VersionSet::new(dir.to_path_buf(), options.clone());
     versions.create_new_db()?;
     versions.recover()?;
-    versions.mark_file_number_used(max_number);
+    versions.mark_file_number_used(next_number.saturating_sub(1));
+    let log_number = versions.new_file_number();
+    edit.log_number = Some(log_number);
+    versions.set_last_sequence(last_sequence);
+    versions.log_and_apply(edit)?;
 
+    // Keep damaged files for forensics; every other old table and WAL is now obsolete.
+    let lost = dir.join("lost");
+    if !damaged.is_empty() {
+        fs.create_dir_all(&lost)?;
+    }
+    for path in damaged {
+        if let Some(name) = path.file_name() {
+            let dest = lost.join(name);
+            fs.rename(&path, &dest)?;
+            report.moved_to_lost.push(dest);
+        }
+    }
+    for &n in &wals {
+        let _ = fs.remove(&wal_file_name(dir, n));
+    }
+    for &n in &tables {
+        let _ = fs.remove(&table_file_name(dir, n));
+    }
+    fs.sync_dir(dir)?;
+    Ok(report)
+}
+
+/// Where [`write_tables`] puts what it writes.
+struct TableSink<'a> {
+    dir: &'a Path,
+    options: &'a Options,
+    table_options: &'a TableOptions,
+    /// The number the next table gets.
+    next_number: &'a mut u64,
+    /// Every table number used, finished or not (for the cleanup of a failed repair).
+    written: &'a mut Vec<u64>,
+    /// Takes the new tables (level 1) and the blob bytes they reference.
+    edit: &'a mut VersionEdit,
+    report: &'a mut RepairReport,
+}
+
+/// The salvaged sources merged into one stream in key order.
+fn merged_sources(
+    icmp: &InternalKeyComparator,
+    sources: Vec<Box<dyn InternalIterator>>,
+) -> MergingIterator {
     let mut merged = MergingIterator::new(icmp.clone(), sources);
     merged.seek_to_first();
-    let mut edit = VersionEdit::default();
+    merged
+}
+
+/// Writes the entries of `merged` into new tables of at most about `max_file_size`, each
+/// checked once finished ([`super::background::verify_table`]), dropping duplicates and
+/// entries whose blob value cannot be read.
+fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()> {
+    let TableSink {
+        dir,
+        options,
+        table_options,
+        next_number,
+        written,
+        edit,
+        report,
+    } = sink;
+    let fs = options.fs.clone();
+    let finish = |number: u64,
+                  b: TableBuilder,
+                  oldest_blob: u64,
+                  edit: &mut VersionEdit,
+                  report: &mut RepairReport|
+     -> Result<()> {
+        let props = b.finish()?;
+        super::background::verify_table(fs.as_ref(), dir, number)?;
+        let mut meta = super::background::meta_from_properties(number, &props);
+        meta.oldest_blob_file = oldest_blob;
+        report.entries_recovered += meta.num_entries;
+        report.tables_written += 1;
+        edit.add_file(1, meta);
+        Ok(())
+    };
     // Blob files are kept where they are: entries that reference a readable blob record keep
     // their reference, and the blob files are recorded with the bytes the new tables reference.
     let blob_cache = BlobCache::new(dir.to_path_buf(), fs.clone());
@@ -225,11 +331,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         }
         if let Some((number, b)) = builder.take() {
             if new_user_key && b.file_size() >= options.max_file_size {
-                let mut meta = super::background::meta_from_properties(number, &b.finish()?);
-                meta.oldest_blob_file = std::mem::take(&mut oldest_blob);
-                report.entries_recovered += meta.num_entries;
-                report.tables_written += 1;
-                edit.add_file(1, meta);
+                finish(number, b, std::mem::take(&mut oldest_blob), edit, report)?;
             } else {
                 builder = Some((number, b));
             }
@@ -237,7 +339,9 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         let (_, b) = match builder.as_mut() {
             Some(b) => b,
             None => {
-                let number = versions.new_file_number();
+                let number = *next_number;
+                *next_number += 1;
+                written.push(number);
                 let path = table_file_name(dir, number);
                 let file = fs.create(&path)?;
                 builder.insert((number, TableBuilder::new(table_options.clone(), file, path)))
@@ -256,41 +360,11 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         merged.next();
     }
     if let Some((number, b)) = builder.take() {
-        let mut meta = super::background::meta_from_properties(number, &b.finish()?);
-        meta.oldest_blob_file = oldest_blob;
-        report.entries_recovered += meta.num_entries;
-        report.tables_written += 1;
-        edit.add_file(1, meta);
+        finish(number, b, oldest_blob, edit, report)?;
     }
     merged.status()?;
     for (number, bytes) in blobs {
         edit.add_blob_bytes(number, bytes);
     }
-    fs.sync_dir(dir)?;
-    let log_number = versions.new_file_number();
-    edit.log_number = Some(log_number);
-    versions.set_last_sequence(last_sequence);
-    super::open::sync_blob_files(options, dir, &edit)?;
-    versions.log_and_apply(edit)?;
-
-    // Keep damaged files for forensics; every other old table and WAL is now obsolete.
-    let lost = dir.join("lost");
-    if !damaged.is_empty() {
-        fs.create_dir_all(&lost)?;
-    }
-    for path in damaged {
-        if let Some(name) = path.file_name() {
-            let dest = lost.join(name);
-            fs.rename(&path, &dest)?;
-            report.moved_to_lost.push(dest);
-        }
-    }
-    for &n in &wals {
-        let _ = fs.remove(&wal_file_name(dir, n));
-    }
-    for &n in &tables {
-        let _ = fs.remove(&table_file_name(dir, n));
-    }
-    fs.sync_dir(dir)?;
-    Ok(report)
+    Ok(())
 }

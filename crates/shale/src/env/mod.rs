@@ -44,6 +44,10 @@ pub trait WritableFile: Send + Sync {
     /// now (without changing the file's size), so appends need not allocate it piece by piece.
     /// The default does nothing; a failure is not an error (appends report a full disk).
     fn reserve(&mut self, _bytes: u64) {}
+    /// A hint for a file synced once, when complete (a table): an implementation may start
+    /// writing its bytes back to the device every `bytes` appended, so that the final sync
+    /// waits for less. It promises nothing about durability. The default does nothing.
+    fn write_back_every(&mut self, _bytes: u64) {}
 }
 
 /// A file open for positional reads, shared between threads.

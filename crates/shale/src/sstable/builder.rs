@@ -34,6 +34,10 @@ use super::{compression_name, TableOptions, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_
 /// this many entries after its binary search.
 const INDEX_RESTART_INTERVAL: usize = 8;
 
+/// Bytes of a table written between starts of their writeback to the device
+/// ([`WritableFile::write_back_every`]).
+const WRITEBACK_BYTES: u64 = 1 << 20;
+
 /// Builds a table file from entries added in order.
 pub struct TableBuilder {
     opts: TableOptions,
@@ -88,7 +92,9 @@ fn write_block(
 
 impl TableBuilder {
     /// A builder writing to `file` (a new, empty file at `path`).
-    pub fn new(opts: TableOptions, file: Box<dyn WritableFile>, path: PathBuf) -> TableBuilder {
+    pub fn new(opts: TableOptions, mut file: Box<dyn WritableFile>, path: PathBuf) -> TableBuilder {
+        // A table is synced once, complete: its bytes may head for the device as they come.
+        file.write_back_every(WRITEBACK_BYTES);
         let filter =
             (opts.bloom_bits_per_key > 0).then(|| BloomFilterBuilder::new(opts.bloom_bits_per_key));
         let props = TableProperties {

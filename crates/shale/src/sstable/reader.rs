@@ -254,9 +254,12 @@ impl TableReader {
         })
     }
 
-    /// Checks the table in `file` (at `path`, for messages) the way [`TableReader::open`]
-    /// reads it: the footer, then the metaindex, every block it names (the properties and the
-    /// filter) and the index, each against its checksum. Nothing is kept.
+    /// Checks the table in `file` (at `path`, for messages) for what a write can get wrong
+    /// where [`TableReader::open`] would look: the footer, then the metaindex, every block it
+    /// names (the properties block must be one of them, the filter another when there is one)
+    /// and the index, each against its checksum. Unlike `open` it does not decompress or
+    /// parse those blocks, which a checksum that matches leaves as the builder made them.
+    /// Nothing is kept.
     ///
     /// A mapped file's blocks are checked where they lie, so the check allocates little beyond
     /// the metaindex's few entries: the database checks every table it writes, and copies of
@@ -266,9 +269,10 @@ impl TableReader {
         let (footer, footer_offset) = read_footer(file, path)?;
         let check = |handle: BlockHandle| -> Result<()> {
             let in_place = stored_len(handle).filter(|_| {
-                handle
-                    .end_with_trailer()
-                    .is_some_and(|end| end <= footer_offset)
+                handle.size <= MAX_BLOCK_BYTES
+                    && handle
+                        .end_with_trailer()
+                        .is_some_and(|end| end <= footer_offset)
             });
             if let Some(len) = in_place {
                 if let Some(stored) = mapped_block(file, path, handle, len)? {
@@ -286,6 +290,16 @@ impl TableReader {
             true,
         )?)
         .map_err(|m| Error::corruption(path, footer.metaindex.offset, format!("metaindex: {m}")))?;
+        if !metaindex
+            .iter()
+            .any(|(name, _)| name.as_slice() == PROPERTIES_BLOCK_NAME.as_bytes())
+        {
+            return Err(Error::corruption(
+                path,
+                footer.metaindex.offset,
+                "no properties block",
+            ));
+        }
         for (name, value) in metaindex {
             let handle = BlockHandle::decode_exact(&value).ok_or_else(|| {
                 Error::corruption(

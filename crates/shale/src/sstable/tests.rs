@@ -1072,11 +1072,12 @@ fn point_lookups_nested_in_a_visit_see_their_own_keys() {
     }
 }
 
-/// [`TableReader::verify_file`] accepts what [`TableReader::open`] opens and refuses what it
-/// refuses, for a bit flipped at every byte after the data blocks (index, filter, properties,
-/// metaindex, footer), through a mapped and a copied file.
+/// For a bit flipped at every byte after the data blocks (index, filter, properties, metaindex,
+/// footer), [`TableReader::verify_file`] refuses the table exactly when [`TableReader::open`]
+/// does, through a mapped and a copied file. (Both refuse on checksums here; what `open` also
+/// parses, `verify_file` leaves to the checksums.)
 #[test]
-fn verify_file_refuses_exactly_what_open_refuses() {
+fn verify_file_and_open_agree_on_every_flipped_bit_after_the_data() {
     use crate::env::PosixFs;
     let dir = tempfile::tempdir().expect("tempdir");
     let entries = dataset(300, 1, 5);
