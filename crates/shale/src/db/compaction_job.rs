@@ -656,11 +656,15 @@ impl DbInner {
             let value = self.blob_cache.read(Some(user_key), &r)?;
             if relocation.is_none() {
                 let number = self.new_output_number();
-                *relocation = Some(BlobFileWriter::create(
-                    self.options.fs.as_ref(),
-                    &self.dir,
-                    number,
-                )?);
+                match BlobFileWriter::create(self.options.fs.as_ref(), &self.dir, number) {
+                    Ok(writer) => *relocation = Some(writer),
+                    Err(e) => {
+                        // Nothing names the number or the file it may have made: release both.
+                        self.state.lock().pending_outputs.remove(&number);
+                        let _ = self.options.fs.remove(&blob_file_name(&self.dir, number));
+                        return Err(e);
+                    }
+                }
             }
             let Some(writer) = relocation.as_mut() else {
                 continue;
