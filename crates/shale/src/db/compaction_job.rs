@@ -242,6 +242,12 @@ impl DbInner {
         }
     }
 
+    /// Gives back output `number`, which nothing names, and removes its file at `path`.
+    fn release_output(&self, number: u64, path: &std::path::Path) {
+        self.state.lock().pending_outputs.remove(&number);
+        let _ = self.options.fs.remove(path);
+    }
+
     fn new_output_number(&self) -> u64 {
         let mut state = self.state.lock();
         let n = state.versions.new_file_number();
@@ -544,9 +550,7 @@ impl DbInner {
             }),
             Err(e) => {
                 if let Some(w) = relocation.take() {
-                    let mut state = self.state.lock();
-                    state.pending_outputs.remove(&w.number());
-                    let _ = self.options.fs.remove(w.path());
+                    self.release_output(w.number(), w.path());
                 }
                 if let Some(OpenOutput {
                     number, builder: b, ..
@@ -659,9 +663,8 @@ impl DbInner {
                 match BlobFileWriter::create(self.options.fs.as_ref(), &self.dir, number) {
                     Ok(writer) => *relocation = Some(writer),
                     Err(e) => {
-                        // Nothing names the number or the file it may have made: release both.
-                        self.state.lock().pending_outputs.remove(&number);
-                        let _ = self.options.fs.remove(&blob_file_name(&self.dir, number));
+                        // Nothing names the number or the file it may have made.
+                        self.release_output(number, &blob_file_name(&self.dir, number));
                         return Err(e);
                     }
                 }

@@ -188,26 +188,27 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     // fails before then leaves the directory as it found it, apart from the new tables, which
     // it removes, so it can be run again (and an open in between finds the old manifest, not
     // an empty one that would make the old tables look obsolete).
-    let mut next_number = max_number.saturating_add(1);
-    let mut written: Vec<u64> = Vec::new();
+    let first_number = max_number.saturating_add(1);
+    let mut next_number = first_number;
     let mut edit = VersionEdit::default();
+    let mut merged = MergingIterator::new(icmp.clone(), sources);
+    merged.seek_to_first();
     let built = write_tables(
         TableSink {
             dir,
             options,
             table_options: &table_options,
             next_number: &mut next_number,
-            written: &mut written,
             edit: &mut edit,
             report: &mut report,
         },
-        &mut merged_sources(&icmp, sources),
+        &mut merged,
     );
     let built = built
         .and_then(|()| fs.sync_dir(dir))
         .and_then(|()| super::open::sync_blob_files(options, dir, &edit));
     if let Err(e) = built {
-        for &n in &written {
+        for n in first_number..next_number {
             let _ = fs.remove(&table_file_name(dir, n));
         }
         return Err(e);
@@ -255,23 +256,12 @@ struct TableSink<'a> {
     dir: &'a Path,
     options: &'a Options,
     table_options: &'a TableOptions,
-    /// The number the next table gets.
+    /// The number the next table gets; the numbers before it, from the first, are the tables
+    /// begun so far (a failed repair removes them).
     next_number: &'a mut u64,
-    /// Every table number used, finished or not (for the cleanup of a failed repair).
-    written: &'a mut Vec<u64>,
     /// Takes the new tables (level 1) and the blob bytes they reference.
     edit: &'a mut VersionEdit,
     report: &'a mut RepairReport,
-}
-
-/// The salvaged sources merged into one stream in key order.
-fn merged_sources(
-    icmp: &InternalKeyComparator,
-    sources: Vec<Box<dyn InternalIterator>>,
-) -> MergingIterator {
-    let mut merged = MergingIterator::new(icmp.clone(), sources);
-    merged.seek_to_first();
-    merged
 }
 
 /// Writes the entries of `merged` into new tables of at most about `max_file_size`, each
@@ -283,7 +273,6 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
         options,
         table_options,
         next_number,
-        written,
         edit,
         report,
     } = sink;
@@ -341,7 +330,6 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
             None => {
                 let number = *next_number;
                 *next_number += 1;
-                written.push(number);
                 let path = table_file_name(dir, number);
                 let file = fs.create(&path)?;
                 builder.insert((number, TableBuilder::new(table_options.clone(), file, path)))

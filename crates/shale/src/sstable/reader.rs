@@ -75,11 +75,62 @@ fn read_footer(file: &dyn RandomAccessFile, path: &Path) -> Result<(Footer, u64)
     ))
 }
 
+/// The metaindex's entries: each meta block's name and handle.
+type MetaIndex = Vec<(Vec<u8>, BlockHandle)>;
+
+/// Reads the metaindex the footer names: every (name, handle) entry, and the handle of the
+/// properties block, which every table has.
+fn read_metaindex(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    footer: &Footer,
+    footer_offset: u64,
+) -> Result<(MetaIndex, BlockHandle)> {
+    let at = footer.metaindex.offset;
+    let entries = decode_string_block(read_block_contents(
+        file,
+        path,
+        footer_offset,
+        footer.metaindex,
+        true,
+    )?)
+    .map_err(|m| Error::corruption(path, at, format!("metaindex: {m}")))?;
+    let mut meta = Vec::with_capacity(entries.len());
+    for (name, value) in entries {
+        let Some(handle) = BlockHandle::decode_exact(&value) else {
+            return Err(Error::corruption(
+                path,
+                at,
+                format!(
+                    "metaindex entry {:?} holds a malformed handle",
+                    String::from_utf8_lossy(&name)
+                ),
+            ));
+        };
+        meta.push((name, handle));
+    }
+    let props = meta
+        .iter()
+        .find(|(n, _)| n.as_slice() == PROPERTIES_BLOCK_NAME.as_bytes())
+        .map(|(_, h)| *h)
+        .ok_or_else(|| Error::corruption(path, at, "no properties block"))?;
+    Ok((meta, props))
+}
+
 /// Bytes the block at `handle` takes in the file, its trailer included.
 fn stored_len(handle: BlockHandle) -> Option<usize> {
     usize::try_from(handle.size)
         .ok()?
         .checked_add(BLOCK_TRAILER_LEN)
+}
+
+/// Whether the block at `handle` is of an allowed size and lies, trailer included, in the block
+/// area (`..footer_offset`).
+fn in_block_area(handle: BlockHandle, footer_offset: u64) -> bool {
+    handle.size <= MAX_BLOCK_BYTES
+        && handle
+            .end_with_trailer()
+            .is_some_and(|end| end <= footer_offset)
 }
 
 /// Reads one block from the file (never the cache) and returns its uncompressed contents.
@@ -91,11 +142,7 @@ fn read_block_contents(
     handle: BlockHandle,
     verify: bool,
 ) -> Result<Vec<u8>> {
-    let in_bounds = handle.size <= MAX_BLOCK_BYTES
-        && handle
-            .end_with_trailer()
-            .is_some_and(|end| end <= footer_offset);
-    if !in_bounds {
+    if !in_block_area(handle, footer_offset) {
         return Err(Error::corruption(
             path,
             handle.offset,
@@ -146,7 +193,7 @@ pub struct TableReader {
     footer_offset: u64,
     index: Arc<Block>,
     filter: Option<BloomFilter>,
-    meta: Vec<(Vec<u8>, BlockHandle)>,
+    meta: MetaIndex,
     props: TableProperties,
 }
 
@@ -178,32 +225,11 @@ impl TableReader {
             read_block_contents(file.as_ref(), &path, footer_offset, handle, true)
         };
 
-        let mut meta = Vec::new();
-        let meta_entries = decode_string_block(read(footer.metaindex)?)
-            .map_err(|m| corrupt(footer.metaindex.offset, format!("metaindex: {m}")))?;
-        for (name, value) in meta_entries {
-            let Some(handle) = BlockHandle::decode_exact(&value) else {
-                return Err(corrupt(
-                    footer.metaindex.offset,
-                    format!(
-                        "metaindex entry {:?} holds a malformed handle",
-                        String::from_utf8_lossy(&name)
-                    ),
-                ));
-            };
-            meta.push((name, handle));
-        }
+        let (meta, props_handle) = read_metaindex(file.as_ref(), &path, &footer, footer_offset)?;
         let find = |name: &str| {
             meta.iter()
                 .find(|(n, _)| n.as_slice() == name.as_bytes())
                 .map(|(_, h)| *h)
-        };
-
-        let Some(props_handle) = find(PROPERTIES_BLOCK_NAME) else {
-            return Err(corrupt(
-                footer.metaindex.offset,
-                "no properties block".into(),
-            ));
         };
         let mut props = decode_properties(read(props_handle)?)
             .map_err(|m| corrupt(props_handle.offset, format!("properties: {m}")))?;
@@ -268,12 +294,7 @@ impl TableReader {
     pub fn verify_file(file: &dyn RandomAccessFile, path: &Path) -> Result<()> {
         let (footer, footer_offset) = read_footer(file, path)?;
         let check = |handle: BlockHandle| -> Result<()> {
-            let in_place = stored_len(handle).filter(|_| {
-                handle.size <= MAX_BLOCK_BYTES
-                    && handle
-                        .end_with_trailer()
-                        .is_some_and(|end| end <= footer_offset)
-            });
+            let in_place = stored_len(handle).filter(|_| in_block_area(handle, footer_offset));
             if let Some(len) = in_place {
                 if let Some(stored) = mapped_block(file, path, handle, len)? {
                     return verified_plain_block(path, handle.offset, stored).map(drop);
@@ -282,35 +303,8 @@ impl TableReader {
             // Not mapped, or out of bounds (which the read reports).
             read_block_contents(file, path, footer_offset, handle, true).map(drop)
         };
-        let metaindex = decode_string_block(read_block_contents(
-            file,
-            path,
-            footer_offset,
-            footer.metaindex,
-            true,
-        )?)
-        .map_err(|m| Error::corruption(path, footer.metaindex.offset, format!("metaindex: {m}")))?;
-        if !metaindex
-            .iter()
-            .any(|(name, _)| name.as_slice() == PROPERTIES_BLOCK_NAME.as_bytes())
-        {
-            return Err(Error::corruption(
-                path,
-                footer.metaindex.offset,
-                "no properties block",
-            ));
-        }
-        for (name, value) in metaindex {
-            let handle = BlockHandle::decode_exact(&value).ok_or_else(|| {
-                Error::corruption(
-                    path,
-                    footer.metaindex.offset,
-                    format!(
-                        "metaindex entry {:?} holds a malformed handle",
-                        String::from_utf8_lossy(&name)
-                    ),
-                )
-            })?;
+        let (meta, _) = read_metaindex(file, path, &footer, footer_offset)?;
+        for (_, handle) in meta {
             check(handle)?;
         }
         check(footer.index)
