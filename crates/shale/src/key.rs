@@ -198,6 +198,44 @@ pub fn bytewise_compare(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// Makes `dst` a copy of `src`, reusing its memory.
+///
+/// Keys of one length follow one another in most scans, and a copy of a length known only at
+/// run time compiles to a call to `memcpy`: when the lengths already match and `src` is 8 to
+/// 32 bytes long, the bytes go in two fixed-size copies (which may overlap) instead.
+#[inline]
+pub(crate) fn assign_bytes(dst: &mut Vec<u8>, src: &[u8]) {
+    if dst.len() != src.len() {
+        dst.clear();
+        dst.extend_from_slice(src);
+        return;
+    }
+    let n = src.len();
+    if (16..=32).contains(&n) {
+        if let (Some(head), Some(tail)) = (src.first_chunk::<16>(), src.last_chunk::<16>()) {
+            if let Some(d) = dst.first_chunk_mut::<16>() {
+                *d = *head;
+            }
+            if let Some(d) = dst.last_chunk_mut::<16>() {
+                *d = *tail;
+            }
+            return;
+        }
+    }
+    if (8..16).contains(&n) {
+        if let (Some(head), Some(tail)) = (src.first_chunk::<8>(), src.last_chunk::<8>()) {
+            if let Some(d) = dst.first_chunk_mut::<8>() {
+                *d = *head;
+            }
+            if let Some(d) = dst.last_chunk_mut::<8>() {
+                *d = *tail;
+            }
+            return;
+        }
+    }
+    dst.copy_from_slice(src);
+}
+
 /// The first eight bytes of `bytes` (all of them if fewer) as a big-endian integer,
 /// zero-padded on the right. Between strings, a smaller word means a smaller string in bytewise
 /// order; equal words leave the order to the bytes after them and to the lengths.
@@ -408,6 +446,20 @@ mod tests {
 
     fn icmp() -> InternalKeyComparator {
         InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    #[test]
+    fn assign_bytes_copies_every_length_over_every_length() {
+        let source: Vec<u8> = (1..=40).collect();
+        for from in 0..=source.len() {
+            for to in 0..=source.len() {
+                // `dst` starts as other bytes of length `from`; it ends as `source[..to]`.
+                let mut dst: Vec<u8> = (0..from).map(|i| 200 - i as u8).collect();
+                let src = &source[..to];
+                assign_bytes(&mut dst, src);
+                assert_eq!(dst, src, "from {from} bytes to {to}");
+            }
+        }
     }
 
     #[test]

@@ -18,8 +18,8 @@ use super::InternalIterator;
 use crate::blob::{BlobCache, BlobRef};
 use crate::error::{Error, Result};
 use crate::key::{
-    make_internal_key, parse_internal_key, Comparator, InternalKeyComparator, SequenceNumber,
-    ValueKind, MAX_SEQUENCE,
+    assign_bytes, make_internal_key, parse_internal_key, Comparator, InternalKeyComparator,
+    SequenceNumber, ValueKind, MAX_SEQUENCE,
 };
 use crate::merge::MergeOperator;
 
@@ -403,8 +403,7 @@ impl DbIterator {
                 return;
             }
             // The newest visible entry of a new user key.
-            self.saved_key.clear();
-            self.saved_key.extend_from_slice(parsed.user_key);
+            assign_bytes(&mut self.saved_key, parsed.user_key);
             match parsed.kind {
                 ValueKind::Value => {
                     self.value_source = ValueSource::Inner(0);
@@ -567,8 +566,7 @@ impl DbIterator {
                         has_current = false;
                         break;
                     }
-                    self.saved_key.clear();
-                    self.saved_key.extend_from_slice(parsed.user_key);
+                    assign_bytes(&mut self.saved_key, parsed.user_key);
                     has_current = true;
                     has_base = false;
                     operands.clear();
@@ -581,8 +579,7 @@ impl DbIterator {
                         deleted = true;
                     }
                     ValueKind::Value | ValueKind::BlobIndex => {
-                        self.saved_value.clear();
-                        self.saved_value.extend_from_slice(self.inner.value());
+                        assign_bytes(&mut self.saved_value, self.inner.value());
                         has_base = true;
                         base_is_blob = parsed.kind.is_blob();
                         operands.clear();
@@ -592,8 +589,7 @@ impl DbIterator {
                         operands.clear();
                         match split_expiring(self.inner.value()) {
                             Some((expiry, v)) if !self.ctx.expired(expiry) => {
-                                self.saved_value.clear();
-                                self.saved_value.extend_from_slice(v);
+                                assign_bytes(&mut self.saved_value, v);
                                 has_base = true;
                                 base_is_blob = parsed.kind.is_blob();
                                 deleted = false;
