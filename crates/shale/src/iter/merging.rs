@@ -477,7 +477,13 @@ mod tests {
                         oracle.prev();
                     }
                 }
-                if !oracle.valid() {
+                assert_eq!(merged.valid(), oracle.valid());
+                if oracle.valid() {
+                    assert_eq!(merged.key(), oracle.key());
+                } else if rng.gen_bool(0.5) {
+                    merged.seek_to_first();
+                    oracle.seek_to_first();
+                } else {
                     merged.seek_to_last();
                     oracle.seek_to_last();
                 }
