@@ -12,7 +12,8 @@
 # Writes into OUT_DIR (default target/profile):
 #   perf.data        the samples, with DWARF call graphs (open with `perf report -i`)
 #   flamegraph.svg   all threads, one tower per thread name (open in a browser)
-#   top.txt          the hottest functions per thread, self time, no call graph
+#   top.txt          the hottest functions per thread, self time, no call graph (report.txt:
+#                    all of them)
 #   bench.txt        the benchmark's own output
 #
 # Flags after `--` go to shale-bench as they are; `--engine=shale` and a 4 MB cache are
@@ -73,8 +74,11 @@ if [ ! -s "$out/folded.txt" ]; then
 fi
 "$tools/bin/inferno-flamegraph" --title "shale-bench $*" <"$out/folded.txt" >"$out/flamegraph.svg"
 
+# Whole, then cut from the file: `head` on the pipe would close it early, and `pipefail` would
+# count perf's broken pipe as a failure.
 perf report -i "$out/perf.data" --no-children --sort comm,sym -g none --stdio 2>/dev/null |
-  grep -v '^#' | grep -v '^$' | head -80 >"$out/top.txt"
+  grep -v -e '^#' -e '^$' >"$out/report.txt"
+head -80 "$out/report.txt" >"$out/top.txt"
 echo "profile: hottest functions (self time, by thread):"
 head -25 "$out/top.txt"
 echo "profile: wrote $out/flamegraph.svg, $out/top.txt and $out/perf.data"

@@ -210,30 +210,28 @@ pub(crate) fn assign_bytes(dst: &mut Vec<u8>, src: &[u8]) {
         dst.extend_from_slice(src);
         return;
     }
-    let n = src.len();
-    if (16..=32).contains(&n) {
-        if let (Some(head), Some(tail)) = (src.first_chunk::<16>(), src.last_chunk::<16>()) {
-            if let Some(d) = dst.first_chunk_mut::<16>() {
-                *d = *head;
-            }
-            if let Some(d) = dst.last_chunk_mut::<16>() {
-                *d = *tail;
-            }
-            return;
-        }
+    if !copy_ends::<16>(dst, src) && !copy_ends::<8>(dst, src) {
+        dst.copy_from_slice(src);
     }
-    if (8..16).contains(&n) {
-        if let (Some(head), Some(tail)) = (src.first_chunk::<8>(), src.last_chunk::<8>()) {
-            if let Some(d) = dst.first_chunk_mut::<8>() {
-                *d = *head;
-            }
-            if let Some(d) = dst.last_chunk_mut::<8>() {
-                *d = *tail;
-            }
-            return;
-        }
+}
+
+/// Copies `src` over `dst` (of the same length) as its first and its last `N` bytes, if it is
+/// `N` to `2N` bytes long; returns whether it did.
+#[inline(always)]
+fn copy_ends<const N: usize>(dst: &mut [u8], src: &[u8]) -> bool {
+    if src.len() > 2 * N {
+        return false;
     }
-    dst.copy_from_slice(src);
+    let (Some(head), Some(tail)) = (src.first_chunk::<N>(), src.last_chunk::<N>()) else {
+        return false;
+    };
+    if let Some(d) = dst.first_chunk_mut::<N>() {
+        *d = *head;
+    }
+    if let Some(d) = dst.last_chunk_mut::<N>() {
+        *d = *tail;
+    }
+    true
 }
 
 /// The first eight bytes of `bytes` (all of them if fewer) as a big-endian integer,
