@@ -330,6 +330,21 @@ fn allocate_keeping_size(file: &File, offset: u64, len: u64) -> bool {
     unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) == 0 }
 }
 
+/// Allocates the blocks of `len` bytes of `file` at `offset` and extends the file to cover
+/// them if it is shorter (`fallocate` with no flags); bytes that were not there read as zeros.
+fn extend_allocated(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no memory
+    // of ours.
+    if unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 impl Drop for PosixWritable {
     fn drop(&mut self) {
         // Best effort: an explicit close reports errors; a drop cannot.
@@ -343,14 +358,23 @@ const LOG_CHUNK_BYTES: u64 = 4 << 20;
 const LOG_POPULATE_BYTES: u64 = 1 << 20;
 
 /// A log written through a shared memory map: an append is a copy into the page cache, which
-/// survives a process crash like a `write` does, without a system call per record. The file is
-/// preallocated in chunks; `close` trims it to the bytes written.
+/// survives a process crash like a `write` does, without a system call per record. The map
+/// covers a chunk of the file's address range; the file itself is extended, and its blocks
+/// allocated, one populate window at a time ahead of the appends; `close` trims it to the
+/// bytes written.
+///
+/// Invariant: nothing reads or writes the map at or past `size` (there the file has no bytes,
+/// and a touch would fault with `SIGBUS`); appends stay below `populated <= size`, or, when
+/// the map is not populated ahead, the file is extended to the whole map first.
 struct PosixMappedLog {
     path: PathBuf,
     file: Option<File>,
     map: Option<memmap2::MmapMut>,
     len: u64,
+    /// Bytes the map covers.
     capacity: u64,
+    /// The file's size.
+    size: u64,
     /// Bytes known to be durable.
     synced: u64,
     /// Bytes from the start of the map already faulted in writable; `u64::MAX` once the
@@ -361,61 +385,102 @@ struct PosixMappedLog {
 }
 
 impl PosixMappedLog {
-    /// A log over `file` with nothing written and nothing mapped yet.
-    fn empty(path: &Path, file: File, retired: &Arc<RetiredLogs>) -> Self {
+    /// A log over `file`, of `size` bytes, with nothing written and nothing mapped yet.
+    fn empty(path: &Path, file: File, size: u64, retired: &Arc<RetiredLogs>) -> Self {
         PosixMappedLog {
             path: path.to_path_buf(),
             file: Some(file),
             map: None,
             len: 0,
             capacity: 0,
+            size,
             synced: 0,
-            populated: 0,
+            populated: if cfg!(target_os = "linux") {
+                0
+            } else {
+                u64::MAX
+            },
             retired: retired.clone(),
         }
     }
 
-    /// A log written from byte 0 through the kept map of a closed log, now at `path`: the file
-    /// is extended back to the map's length before anything touches the map beyond the old
-    /// log's (trimmed) end.
+    /// A log written from byte 0 through the kept map of a closed log, now at `path`. The file
+    /// keeps the old log's (trimmed) size; the populate windows extend it as the appends go.
     fn over_kept(path: &Path, kept: RetiredLog, retired: &Arc<RetiredLogs>) -> Result<Self> {
+        let size = kept
+            .file
+            .metadata()
+            .map_err(|e| Error::io("open", path, e))?
+            .len();
         let capacity = kept.map.len() as u64;
-        kept.file
-            .set_len(capacity)
-            .map_err(|e| Error::io("grow", path, e))?;
-        let mut log = PosixMappedLog::empty(path, kept.file, retired);
+        let mut log = PosixMappedLog::empty(path, kept.file, size, retired);
         log.map = Some(kept.map);
         log.capacity = capacity;
+        log.back_whole_map_unless_populating()?;
         Ok(log)
     }
 
-    /// Faults in, writable, the pages from `self.populated` to a window past `end`.
+    /// Extends the file over the whole map when appends will not be preceded by populate
+    /// windows (a kernel without `MADV_POPULATE_WRITE`, or not Linux), so that their page
+    /// faults find file bytes under every page.
+    fn back_whole_map_unless_populating(&mut self) -> Result<()> {
+        if self.populated == u64::MAX && self.size < self.capacity {
+            self.set_size(self.capacity)?;
+        }
+        Ok(())
+    }
+
+    fn set_size(&mut self, size: u64) -> Result<()> {
+        self.file("grow")?
+            .set_len(size)
+            .map_err(|e| Error::io("grow", &self.path, e))?;
+        self.size = size;
+        Ok(())
+    }
+
+    /// Extends the file to, and faults in writable, the pages from `self.populated` to a
+    /// window past `end`.
     ///
     /// Without this every fresh 4 KiB page of the log costs the writer a page fault (the
     /// file system allocates its block in `page_mkwrite`), one per ~30 small records; one
     /// `MADV_POPULATE_WRITE` per window does the same work without an exception per page.
     /// The advice never changes the bytes, so it is safe on pages already written.
+    ///
+    /// The file ends where the window does. Why: a fault on a page the page cache lacks reads
+    /// ahead up to the file's end, and a log reusing a file runs into such pages just past the
+    /// old log's end, near where it ends itself. With the file extended over the whole map,
+    /// that read-ahead built (and `close` then trimmed) up to 2 MB of zeroed pages per log,
+    /// a millisecond of the writer's time each time (`strace -T`, a batched fill).
     #[cfg(target_os = "linux")]
-    fn populate_ahead(&mut self, end: u64) {
-        if self.populated >= end {
-            return;
+    fn populate_ahead(&mut self, end: u64) -> Result<()> {
+        if self.populated >= end || self.map.is_none() {
+            return Ok(());
         }
-        let Some(map) = self.map.as_ref() else {
-            return;
-        };
         let page = page_size();
         let start = self.populated.max(self.len / page * page);
         let stop = (end + LOG_POPULATE_BYTES).min(self.capacity);
         if stop <= start {
-            return;
+            return Ok(());
         }
-        // Blocks allocated first (unwritten extents, read as zeros) make populating cheaper
-        // than over a hole, where the file system reserves each page's block as it faults:
-        // the populate's share of a fillrandom profile fell by a third. Only the window is
-        // allocated, so the log's disk usage stays within a window of its bytes.
-        if let Ok(file) = self.file("populate") {
-            allocate_keeping_size(file, start, stop - start);
+        if stop > self.size {
+            // Blocks allocated first (unwritten extents, read as zeros) make populating
+            // cheaper than over a hole, where the file system reserves each page's block as it
+            // faults: the populate's share of a fillrandom profile fell by a third. A full
+            // disk (or quota, or size limit) is reported here, before any byte of the append
+            // is written; a fault on a page with no block behind it would be a `SIGBUS`.
+            match extend_allocated(self.file("populate")?, start, stop - start) {
+                Ok(()) => self.size = stop,
+                // A file system without `fallocate`: a sparse extension, whose pages get their
+                // blocks as they fault.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => {
+                    self.set_size(stop)?;
+                }
+                Err(e) => return Err(Error::io("allocate", &self.path, e)),
+            }
         }
+        let Some(map) = self.map.as_ref() else {
+            return Ok(());
+        };
         match map.advise_range(
             memmap2::Advice::PopulateWrite,
             start as usize,
@@ -423,12 +488,18 @@ impl PosixMappedLog {
         ) {
             Ok(()) => self.populated = stop,
             // Older kernels do not know the advice; the appends then fault page by page.
-            Err(_) => self.populated = u64::MAX,
+            Err(_) => {
+                self.populated = u64::MAX;
+                self.back_whole_map_unless_populating()?;
+            }
         }
+        Ok(())
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn populate_ahead(&mut self, _end: u64) {}
+    fn populate_ahead(&mut self, _end: u64) -> Result<()> {
+        Ok(())
+    }
 
     fn file(&self, op: &'static str) -> Result<&File> {
         self.file
@@ -448,10 +519,10 @@ impl PosixMappedLog {
             self.populated = 0;
         }
         let file = self.file("grow")?;
-        file.set_len(capacity)
-            .map_err(|e| Error::io("grow", &self.path, e))?;
         // SAFETY: the file is private to this writer (shale never opens a live WAL for writing
-        // twice) and was just extended to `capacity`, so the whole map is backed by the file.
+        // twice). The map may reach past the file's end; nothing touches it there (the
+        // struct's invariant): the populate windows extend the file first, or the file is
+        // extended over the whole map just below.
         let map = unsafe {
             memmap2::MmapOptions::new()
                 .len(capacity as usize)
@@ -460,7 +531,7 @@ impl PosixMappedLog {
         .map_err(|e| Error::io("mmap", &self.path, e))?;
         self.map = Some(map);
         self.capacity = capacity;
-        Ok(())
+        self.back_whole_map_unless_populating()
     }
 }
 
@@ -470,7 +541,14 @@ impl WritableFile for PosixMappedLog {
         if end > self.capacity || self.map.is_none() {
             self.grow(end)?;
         }
-        self.populate_ahead(end);
+        self.populate_ahead(end)?;
+        if end > self.size {
+            return Err(Error::io(
+                "write",
+                &self.path,
+                std::io::Error::other("append past the file's end"),
+            ));
+        }
         let start = self.len as usize;
         let Some(map) = self.map.as_mut() else {
             return Err(Error::io(
@@ -530,6 +608,7 @@ impl WritableFile for PosixMappedLog {
             file.sync_data()
                 .map_err(|e| Error::io("sync", &self.path, e))?;
         }
+        self.size = self.len;
         let file = self.file.take();
         if let (Some(map), Some(file)) = (map, file) {
             self.retired.keep(RetiredLog {
@@ -683,7 +762,7 @@ impl Fs for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
-        let mut log = PosixMappedLog::empty(path, file, &self.retired);
+        let mut log = PosixMappedLog::empty(path, file, 0, &self.retired);
         log.grow(LOG_CHUNK_BYTES)?;
         Ok(Box::new(log))
     }
@@ -719,7 +798,7 @@ impl Fs for PosixFs {
             .metadata()
             .map_err(|e| Error::io("open", path, e))?
             .len();
-        let mut log = PosixMappedLog::empty(path, file, &self.retired);
+        let mut log = PosixMappedLog::empty(path, file, size, &self.retired);
         // Map whole chunks over the old bytes, so the appends write over cached pages the
         // file system has already allocated; `close` trims to what this log wrote.
         log.grow(size.div_ceil(LOG_CHUNK_BYTES).max(1) * LOG_CHUNK_BYTES)?;
@@ -885,5 +964,174 @@ mod tests {
         file.sync().expect("sync");
         file.close().expect("close");
         assert!(std::fs::read(&path).expect("read") == expected);
+    }
+    fn file_size(path: &Path) -> u64 {
+        std::fs::metadata(path).expect("metadata").len()
+    }
+
+    /// Appends pieces of varied sizes until `log` holds `total` bytes, checking after each
+    /// that the file covers every byte written but ends within a populate window of them (or
+    /// at the size `floor` it had before, for a reused file), never at the end of its map.
+    fn write_log(
+        log: &mut dyn WritableFile,
+        path: &Path,
+        total: usize,
+        floor: u64,
+        seed: usize,
+    ) -> Vec<u8> {
+        let mut written = Vec::new();
+        let mut piece = 1usize;
+        while written.len() < total {
+            let n = piece.min(total - written.len());
+            let data: Vec<u8> = (0..n)
+                .map(|i| (i * 13 + written.len() + seed) as u8)
+                .collect();
+            log.append(&data).expect("append");
+            written.extend_from_slice(&data);
+            let size = file_size(path);
+            let len = written.len() as u64;
+            assert!(size >= len, "{len} bytes written to a file of {size}");
+            if cfg!(target_os = "linux") {
+                let bound = floor.max(len + LOG_POPULATE_BYTES + page_size());
+                assert!(
+                    size <= bound,
+                    "a file of {size} bytes for {len} written (floor {floor})"
+                );
+            }
+            piece = (piece * 7 + 3) % 200_000;
+        }
+        written
+    }
+
+    /// A mapped log's file grows a populate window at a time, not a map at a time, both when
+    /// new and when it reuses a closed log's file (shorter than before, and longer, past the
+    /// end of the kept map); `close` trims it to its bytes, which read back whole. A log
+    /// dropped without `close` (a crash) holds its bytes too.
+    #[test]
+    fn mapped_log_file_ends_within_a_window_of_its_bytes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fs = PosixFs::new();
+        let paths: Vec<PathBuf> = (1..=4)
+            .map(|n| dir.path().join(format!("00000{n}.log")))
+            .collect();
+        // New, past the first map chunk.
+        let total = LOG_CHUNK_BYTES as usize + 777_777;
+        let mut log = fs.create_log(&paths[0]).expect("create");
+        let written = write_log(log.as_mut(), &paths[0], total, 0, 1);
+        log.sync().expect("sync");
+        log.close().expect("close");
+        assert_eq!(file_size(&paths[0]), written.len() as u64);
+        assert!(std::fs::read(&paths[0]).expect("read") == written);
+        assert_eq!(fs.kept_logs(), vec![paths[0].clone()]);
+
+        // Reused, through the kept map: shorter, then longer than the map.
+        let mut floor = written.len() as u64;
+        for (i, total) in [
+            (1usize, 2_345_678usize),
+            (2, 2 * LOG_CHUNK_BYTES as usize + 4321),
+        ] {
+            let mut log = fs.reuse_log(&paths[i - 1], &paths[i]).expect("reuse");
+            assert!(fs.kept_logs().is_empty(), "the kept map was not taken");
+            let written = write_log(log.as_mut(), &paths[i], total, floor, i);
+            log.close().expect("close");
+            assert_eq!(file_size(&paths[i]), written.len() as u64);
+            assert!(std::fs::read(&paths[i]).expect("read") == written);
+            floor = written.len() as u64;
+        }
+
+        // Dropped without closing, as a crash leaves it: the bytes are in the file, which ends
+        // within a window of them.
+        let mut log = fs.reuse_log(&paths[2], &paths[3]).expect("reuse");
+        let written = write_log(log.as_mut(), &paths[3], 1_234_567, floor, 3);
+        std::mem::forget(log);
+        let on_disk = std::fs::read(&paths[3]).expect("read");
+        assert!(on_disk.get(..written.len()) == Some(&written[..]));
+    }
+
+    /// Where the child process of `a_log_that_cannot_grow_fails_cleanly` writes its log.
+    const LIMIT_DIR_VAR: &str = "SHALE_POSIX_LIMIT_DIR";
+
+    /// Run by [`a_log_that_cannot_grow_fails_cleanly`] in a child process whose files may not
+    /// grow past 2 MiB; does nothing elsewhere.
+    #[test]
+    #[ignore = "run in a child process by a_log_that_cannot_grow_fails_cleanly"]
+    fn log_append_past_the_size_limit() {
+        let Some(dir) = std::env::var_os(LIMIT_DIR_VAR) else {
+            return;
+        };
+        let path = Path::new(&dir).join("000001.log");
+        let mut log = PosixFs::new().create_log(&path).expect("create");
+        let chunk: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let mut written = 0usize;
+        let error = loop {
+            match log.append(&chunk) {
+                Ok(()) => written += chunk.len(),
+                Err(e) => break e,
+            }
+            assert!(written < 64 << 20, "no error past the file size limit");
+        };
+        assert!(matches!(error, Error::Io { .. }), "{error}");
+        assert!(written > 0, "the first appends failed too: {error}");
+        // What was appended before the error is there.
+        let on_disk = std::fs::read(&path).expect("read");
+        for (i, piece) in on_disk
+            .get(..written)
+            .expect("short file")
+            .chunks(chunk.len())
+            .enumerate()
+        {
+            assert!(piece == &chunk[..], "append {i} damaged");
+        }
+        println!("clean error after {written} bytes: {error}");
+    }
+
+    /// A log whose file cannot grow (here a file size limit, as a full disk or a quota would
+    /// refuse it) fails its append with an error, keeping what it had written. Mapping the
+    /// file's pages ahead of its blocks instead ended a test writing into a full 3 MiB tmpfs
+    /// with `SIGBUS`.
+    #[test]
+    fn a_log_that_cannot_grow_fails_cleanly() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let exe = std::env::current_exe().expect("test binary");
+        let mut child = std::process::Command::new(exe);
+        child
+            .args([
+                "--exact",
+                "env::posix::tests::log_append_past_the_size_limit",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(LIMIT_DIR_VAR, dir.path());
+        // SAFETY: the hook runs in the forked child before `exec` and only makes two system
+        // calls, both async-signal-safe.
+        unsafe {
+            child.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 2 << 20,
+                    rlim_max: 2 << 20,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Past the limit a write also raises SIGXFSZ, which would end the process:
+                // ignored, the call fails with EFBIG instead (the disposition survives `exec`).
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let out = child.output().expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "child failed: {:?}\n{stdout}\n{stderr}",
+            out.status
+        );
+        assert!(
+            stdout.contains("clean error after"),
+            "the child did not run: {stdout}"
+        );
     }
 }
