@@ -1049,11 +1049,13 @@ mod tests {
     }
 
     /// Where the child process of `a_log_that_cannot_grow_fails_cleanly` writes its log.
+    #[cfg(target_os = "linux")]
     const LIMIT_DIR_VAR: &str = "SHALE_POSIX_LIMIT_DIR";
 
     /// Run by [`a_log_that_cannot_grow_fails_cleanly`] in a child process whose files may not
     /// grow past 2 MiB; does nothing elsewhere.
     #[test]
+    #[cfg(target_os = "linux")]
     #[ignore = "run in a child process by a_log_that_cannot_grow_fails_cleanly"]
     fn log_append_past_the_size_limit() {
         let Some(dir) = std::env::var_os(LIMIT_DIR_VAR) else {
@@ -1090,6 +1092,7 @@ mod tests {
     /// file's pages ahead of its blocks instead ended a test writing into a full 3 MiB tmpfs
     /// with `SIGBUS`.
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_log_that_cannot_grow_fails_cleanly() {
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().expect("temp dir");
