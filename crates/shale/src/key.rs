@@ -414,27 +414,52 @@ impl InternalKeyComparator {
     }
 }
 
+/// Internal-key bytes a [`LookupKey`] holds without allocating (user keys up to 120 bytes).
+const LOOKUP_KEY_INLINE_BYTES: usize = 128;
+
 /// The key a point lookup seeks to: the user key with the read's sequence number and
 /// [`ValueKind::FOR_SEEK`], so the first entry at or after it is the newest visible one.
+///
+/// A short key is kept inline (as LevelDB's `LookupKey` keeps it in a 200-byte array): an
+/// allocation and its free were about 2% of a point lookup's instructions.
 #[derive(Debug, Clone)]
 pub struct LookupKey {
-    ikey: Vec<u8>,
+    inline: [u8; LOOKUP_KEY_INLINE_BYTES],
+    /// Bytes of `inline` in use; 0 when the key is in `heap`.
+    inline_len: usize,
+    heap: Vec<u8>,
 }
 
 impl LookupKey {
     /// The lookup key for `user_key` as of `sequence`.
     pub fn new(user_key: &[u8], sequence: SequenceNumber) -> Self {
-        LookupKey {
-            ikey: make_internal_key(user_key, sequence, ValueKind::FOR_SEEK),
+        let len = user_key.len() + TRAILER_LEN;
+        let mut key = LookupKey {
+            inline: [0; LOOKUP_KEY_INLINE_BYTES],
+            inline_len: 0,
+            heap: Vec::new(),
+        };
+        match key.inline.get_mut(..len) {
+            Some(inline) => {
+                let (user, trailer) = inline.split_at_mut(user_key.len());
+                user.copy_from_slice(user_key);
+                trailer.copy_from_slice(&pack_trailer(sequence, ValueKind::FOR_SEEK).to_le_bytes());
+                key.inline_len = len;
+            }
+            None => key.heap = make_internal_key(user_key, sequence, ValueKind::FOR_SEEK),
         }
+        key
     }
     /// The encoded internal key.
     pub fn internal_key(&self) -> &[u8] {
-        &self.ikey
+        match self.inline.get(..self.inline_len) {
+            Some(inline) if self.inline_len > 0 => inline,
+            _ => &self.heap,
+        }
     }
     /// The user key.
     pub fn user_key(&self) -> &[u8] {
-        user_key(&self.ikey)
+        user_key(self.internal_key())
     }
 }
 
@@ -444,6 +469,20 @@ mod tests {
 
     fn icmp() -> InternalKeyComparator {
         InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    #[test]
+    fn lookup_keys_inline_or_not_encode_like_internal_keys() {
+        for len in [0, 1, 16, 119, 120, 121, 200, 4096] {
+            let user: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+            for seq in [0, 1, 0x00ab_cdef_0123_4567, MAX_SEQUENCE] {
+                let lookup = LookupKey::new(&user, seq);
+                let expected = make_internal_key(&user, seq, ValueKind::FOR_SEEK);
+                assert_eq!(lookup.internal_key(), &expected[..], "length {len}");
+                assert_eq!(lookup.user_key(), &user[..]);
+                assert_eq!(lookup.clone().internal_key(), &expected[..]);
+            }
+        }
     }
 
     #[test]

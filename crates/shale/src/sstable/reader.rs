@@ -118,6 +118,21 @@ fn read_metaindex(
 }
 
 /// Bytes the block at `handle` takes in the file, its trailer included.
+/// A data block a point lookup reads: the cache's, or its own when the cache turned it away.
+enum LookupBlock {
+    Shared(Arc<Block>),
+    Own(Block),
+}
+
+impl LookupBlock {
+    fn get(&self) -> &Block {
+        match self {
+            LookupBlock::Shared(block) => block,
+            LookupBlock::Own(block) => block,
+        }
+    }
+}
+
 fn stored_len(handle: BlockHandle) -> Option<usize> {
     usize::try_from(handle.size)
         .ok()?
@@ -401,6 +416,32 @@ impl TableReader {
         }
     }
 
+    /// The data block at `handle` for a point lookup: shared with the cache when it is cached
+    /// or admitted to it, otherwise the reader's own.
+    ///
+    /// Why: with a cache much smaller than the data, admission turns most blocks away, and
+    /// sharing one (an `Arc`) then cost an allocation and a free per lookup, about 250 of the
+    /// 8,300 instructions of a lookup on a compacted database.
+    fn lookup_block(&self, handle: BlockHandle, flags: ReadFlags) -> Result<LookupBlock> {
+        self.prefetch_stored(handle);
+        let Some(cache) = &self.cache else {
+            return self
+                .load_block(handle, flags.verify_checksums)
+                .map(LookupBlock::Own);
+        };
+        if let Some(block) = cache.get(self.cache_id, handle.offset) {
+            block.prefetch();
+            return Ok(LookupBlock::Shared(block));
+        }
+        let block = self.load_block(handle, flags.verify_checksums)?;
+        if flags.fill_cache && cache.admits(self.cache_id, handle.offset) {
+            let block = Arc::new(block);
+            cache.insert_admitted(self.cache_id, handle.offset, block.clone());
+            return Ok(LookupBlock::Shared(block));
+        }
+        Ok(LookupBlock::Own(block))
+    }
+
     /// The data block at `handle`, read from the file without looking in or filling the cache.
     pub fn read_block_uncached(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
         self.prefetch_stored(handle);
@@ -409,10 +450,13 @@ impl TableReader {
 
     /// [`TableReader::read_block_uncached`] once the block's prefetch is issued.
     fn load_data_block(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
+        self.load_block(handle, verify).map(Arc::new)
+    }
+
+    /// Reads and decodes the data block at `handle` (its prefetch already issued).
+    fn load_block(&self, handle: BlockHandle, verify: bool) -> Result<Block> {
         let raw = self.read_block_contents(handle, verify)?;
-        Ok(Arc::new(Block::new(raw).map_err(|m| {
-            self.corrupt(handle.offset, format!("data block: {m}"))
-        })?))
+        Block::new(raw).map_err(|m| self.corrupt(handle.offset, format!("data block: {m}")))
     }
 
     /// The table's properties (`file_size` is the size of the file as opened).
@@ -556,9 +600,12 @@ impl TableReader {
         let mut first = true;
         while index.valid() {
             let handle = self.index_handle(index)?;
-            let block = self.read_block(handle, flags)?;
-            let mut data =
-                BlockIter::with_key_buffer(block, self.opts.icmp.clone(), std::mem::take(data_key));
+            let block = self.lookup_block(handle, flags)?;
+            let mut data = BlockIter::with_key_buffer(
+                block.get(),
+                self.opts.icmp.clone(),
+                std::mem::take(data_key),
+            );
             if first {
                 data.seek(ikey);
                 first = false;
