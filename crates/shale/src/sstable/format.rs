@@ -411,7 +411,10 @@ fn check_block(
     let block_type = trailer.first().copied().unwrap_or(u8::MAX);
     if verify_checksum {
         let expected = trailer.get(1..).and_then(decode_fixed32).unwrap_or(0);
-        let actual = block_checksum(stored, block_type);
+        // The type byte follows the stored bytes: one pass covers both, as
+        // `block_checksum(stored, block_type)` would in two calls.
+        let covered = stored_with_trailer.get(..split + 1).unwrap_or(stored);
+        let actual = mask_crc(crc32c(covered));
         if expected != actual {
             return Err(corrupt(format!(
                 "block checksum mismatch: stored {:#010x}, computed {:#010x} ({} bytes)",
