@@ -202,10 +202,13 @@ impl RestartPrefixes {
     fn bounds(&self, target: &[u8]) -> (usize, usize) {
         let window = self.window(user_key(target));
         let below = self.windows.partition_point(|&w| w < window);
-        let tied = self
-            .windows
-            .get(below..)
-            .map_or(0, |rest| rest.partition_point(|&w| w == window));
+        // Usually no restart or one ties with the target: look at those before searching.
+        let rest = self.windows.get(below..).unwrap_or_default();
+        let tied = match rest {
+            [first, ..] if *first != window => 0,
+            [_, second, ..] if *second != window => 1,
+            _ => rest.partition_point(|&w| w == window),
+        };
         (below.saturating_sub(1), (below + tied).saturating_sub(1))
     }
 }
