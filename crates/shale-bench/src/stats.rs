@@ -72,6 +72,10 @@ impl ThreadStats {
 
     /// Counts `n` operations completed by one call (a batch counts its entries); with
     /// `--histogram` the call's latency is recorded once.
+    ///
+    /// Inlined, as db_bench's `FinishedSingleOp` is: a scan step of the fastest engines takes
+    /// well under 100 ns, and the call around this counting was about 2% of a shale scan step.
+    #[inline]
     pub fn finished_ops(&mut self, n: u64) {
         if let Some(h) = self.histogram.as_mut() {
             let now = Instant::now();
@@ -87,6 +91,7 @@ impl ThreadStats {
     }
 
     /// Counts bytes moved (keys plus values).
+    #[inline]
     pub fn add_bytes(&mut self, n: u64) {
         self.bytes += n;
     }
