@@ -430,6 +430,7 @@ impl PosixMappedLog {
         Ok(())
     }
 
+    /// Sets the file's size (a sparse extension when it grows).
     fn set_size(&mut self, size: u64) -> Result<()> {
         self.file("grow")?
             .set_len(size)

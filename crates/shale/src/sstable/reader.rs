@@ -117,14 +117,16 @@ fn read_metaindex(
     Ok((meta, props))
 }
 
-/// Bytes the block at `handle` takes in the file, its trailer included.
 /// A data block a point lookup reads: the cache's, or its own when the cache turned it away.
 enum LookupBlock {
+    /// Held by the block cache too.
     Shared(Arc<Block>),
+    /// Read for this lookup alone; dropped (its buffer recycled) when the lookup ends.
     Own(Block),
 }
 
 impl LookupBlock {
+    /// The block, wherever it is held.
     fn get(&self) -> &Block {
         match self {
             LookupBlock::Shared(block) => block,
@@ -133,6 +135,7 @@ impl LookupBlock {
     }
 }
 
+/// Bytes the block at `handle` takes in the file, its trailer included.
 fn stored_len(handle: BlockHandle) -> Option<usize> {
     usize::try_from(handle.size)
         .ok()?
