@@ -317,32 +317,33 @@ fn page_size() -> u64 {
     })
 }
 
-/// Allocates the blocks of `len` bytes of `file` at `offset` without changing its size
-/// (`fallocate` with `FALLOC_FL_KEEP_SIZE`): readers never see blocks past the size, and blocks
-/// within it that were holes keep reading as zeros. Returns whether it worked; failing is
-/// harmless, as writes then allocate the blocks as they go.
-fn allocate_keeping_size(file: &File, offset: u64, len: u64) -> bool {
-    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
-        return false;
-    };
-    // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no memory
-    // of ours.
-    unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) == 0 }
-}
-
-/// Allocates the blocks of `len` bytes of `file` at `offset` and extends the file to cover
-/// them if it is shorter (`fallocate` with no flags); bytes that were not there read as zeros.
-fn extend_allocated(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+/// `fallocate(2)` of `len` bytes of `file` at `offset` with `mode` (0, or flags such as
+/// `FALLOC_FL_KEEP_SIZE`).
+fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> std::io::Result<()> {
     let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
     };
     // SAFETY: fallocate is called on a valid, open descriptor owned by `file`; it reads no memory
     // of ours.
-    if unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) } == 0 {
+    if unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) } == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// Allocates the blocks of `len` bytes of `file` at `offset` without changing its size
+/// (`FALLOC_FL_KEEP_SIZE`): readers never see blocks past the size, and blocks within it that
+/// were holes keep reading as zeros. Returns whether it worked; failing is harmless, as writes
+/// then allocate the blocks as they go.
+fn allocate_keeping_size(file: &File, offset: u64, len: u64) -> bool {
+    fallocate(file, libc::FALLOC_FL_KEEP_SIZE, offset, len).is_ok()
+}
+
+/// Allocates the blocks of `len` bytes of `file` at `offset` and extends the file to cover
+/// them if it is shorter (no flags); bytes that were not there read as zeros.
+fn extend_allocated(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    fallocate(file, 0, offset, len)
 }
 
 impl Drop for PosixWritable {
