@@ -489,7 +489,12 @@ impl DbInner {
                     let number = self.new_output_number();
                     let path = table_file_name(&self.dir, number);
                     let file = match self.options.fs.create(&path) {
-                        Ok(file) => file,
+                        Ok(mut file) => {
+                            if c.output_level() >= HUGE_PAGE_MIN_LEVEL {
+                                file.prefer_huge_pages();
+                            }
+                            file
+                        }
                         Err(e) => {
                             // The cleanup below releases its number (and any file made).
                             outputs.push(unfinished_output(number));
@@ -908,6 +913,17 @@ fn count_blob_garbage(entries: &[Entry], out: &Output<'_>, garbage: &mut BlobTal
         }
     }
 }
+
+/// The shallowest level whose tables are laid out for memory maps with huge pages
+/// ([`crate::env::WritableFile::prefer_huge_pages`]).
+///
+/// Why not level 1, nor the flushed level-0 tables: under writes they are rewritten within
+/// seconds, by work that shares the writers' cores, and a huge folio's first touch can cost
+/// more than the small pages the page cache recycles (on the benchmark's virtual machine,
+/// whose balloon takes freed huge blocks back: every compaction output laid out so slowed
+/// fillrandom and overwrite by 5-10%). The deeper levels hold most of a database and serve
+/// most of the lookups of a settled one.
+const HUGE_PAGE_MIN_LEVEL: usize = 2;
 
 /// Gives the oldest entry written for a key sequence number 0 when every reader sees it and
 /// nothing older of the key exists anywhere: a value in the bottommost level for the key that

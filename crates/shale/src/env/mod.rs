@@ -48,6 +48,11 @@ pub trait WritableFile: Send + Sync {
     /// writing its bytes back to the device every `bytes` appended, so that the final sync
     /// waits for less. It promises nothing about durability. The default does nothing.
     fn write_back_every(&mut self, _bytes: u64) {}
+    /// A hint for a file that, once complete, is read at random through a memory map (a
+    /// table): an implementation may lay out its page cache so that the map can use huge
+    /// pages, which spare random reads most of their TLB misses. It changes nothing a reader
+    /// of the finished file sees. The default does nothing.
+    fn prefer_huge_pages(&mut self) {}
 }
 
 /// A file open for positional reads, shared between threads.

@@ -18,6 +18,27 @@ use crate::error::{Error, Result};
 /// Appends are gathered in a buffer of this size before a `write` system call.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
+/// A huge page (x86-64's, and arm64's with 4 KiB pages): a table's page cache is laid out in
+/// aligned regions of this size ([`WritableFile::prefer_huge_pages`]).
+const HUGE_REGION_BYTES: u64 = 2 << 20;
+
+/// A private anonymous map of one huge region that is never written: every page of it reads
+/// as the kernel's shared zero page, so it costs address space, not memory. `None` if the map
+/// failed.
+fn huge_region_zeros() -> Option<&'static [u8]> {
+    static ZEROS: std::sync::OnceLock<Option<memmap2::Mmap>> = std::sync::OnceLock::new();
+    ZEROS
+        .get_or_init(|| {
+            memmap2::MmapOptions::new()
+                .len(HUGE_REGION_BYTES as usize)
+                .map_anon()
+                .and_then(memmap2::MmapMut::make_read_only)
+                .ok()
+        })
+        .as_ref()
+        .map(|m| &m[..])
+}
+
 /// The real filesystem.
 ///
 /// Clones share the maps of closed logs kept for [`Fs::reuse_log`] (see [`RetiredLogs`]).
@@ -162,9 +183,36 @@ struct PosixWritable {
     /// Bytes written between starts of their writeback; 0: never started
     /// ([`WritableFile::write_back_every`]).
     writeback_window: u64,
+    /// Reads of this file system go through memory maps, which huge pages would help.
+    mapped_reads: bool,
+    /// Each huge region is written with zeros before its first byte is
+    /// ([`PosixWritable::fill_regions_to`]).
+    huge_regions: bool,
+    /// End of the regions written with zeros so far: a multiple of [`HUGE_REGION_BYTES`], at
+    /// or past the bytes handed to the system (everything from those bytes to here is zeros).
+    zero_filled_to: u64,
+    /// The file may extend past `len` with zeros, until [`PosixWritable::trim_zero_fill`].
+    zeros_past_len: bool,
 }
 
 impl PosixWritable {
+    /// An empty file's writer; `mapped_reads`: the file system reads through memory maps.
+    fn new(path: &Path, file: File, mapped_reads: bool) -> PosixWritable {
+        PosixWritable {
+            path: path.to_path_buf(),
+            file: Some(file),
+            buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            len: 0,
+            reserved: false,
+            written_back: 0,
+            writeback_window: 0,
+            mapped_reads,
+            huge_regions: false,
+            zero_filled_to: 0,
+            zeros_past_len: false,
+        }
+    }
+
     fn file(&mut self, op: &'static str) -> Result<&mut File> {
         match self.file.as_mut() {
             Some(f) => Ok(f),
@@ -194,8 +242,13 @@ impl PosixWritable {
         if self.writeback_window == 0 {
             return;
         }
-        let page = page_size();
-        let written = (self.len - self.buffer.len() as u64) / page * page;
+        // A huge folio is written back whole: one still being filled would be written twice.
+        let unit = if self.huge_regions {
+            HUGE_REGION_BYTES
+        } else {
+            page_size()
+        };
+        let written = (self.len - self.buffer.len() as u64) / unit * unit;
         if written.saturating_sub(self.written_back) < self.writeback_window {
             return;
         }
@@ -216,10 +269,55 @@ impl PosixWritable {
     #[cfg(not(target_os = "linux"))]
     fn start_writeback(&mut self) {}
 
+    /// Before the bytes up to `end` are handed to the system: writes zeros over each huge
+    /// region they reach that has none yet, in one aligned `pwrite` of the whole region.
+    ///
+    /// Why: the page cache sizes a folio by the write that creates it. A region created by one
+    /// aligned write of its full size becomes one huge folio, which a memory map of the
+    /// finished table then maps with a single huge-page entry (on kernels whose file system
+    /// keeps large folios in its page cache, such as ext4 since Linux 6.16 and XFS); the
+    /// 64 KiB writes that follow only fill it in. Random lookups through such a map miss the
+    /// TLB far less. The zeros cost a copy, not memory ([`huge_region_zeros`]); elsewhere they
+    /// are only that copy.
+    fn fill_regions_to(&mut self, end: u64) -> Result<()> {
+        while self.huge_regions && self.zero_filled_to < end {
+            let Some(zeros) = huge_region_zeros() else {
+                self.huge_regions = false;
+                break;
+            };
+            let at = self.zero_filled_to;
+            let path = self.path.clone();
+            self.file("write")?
+                .write_all_at(zeros, at)
+                .map_err(|e| Error::io("write", &path, e))?;
+            self.zero_filled_to = at + HUGE_REGION_BYTES;
+            self.zeros_past_len = true;
+        }
+        Ok(())
+    }
+
+    /// Cuts the zeros past the appended bytes off the file, so that its size is `len` again
+    /// (before a sync, a flush or the close; the buffer is written out first). The region the
+    /// file now ends in is not filled again.
+    fn trim_zero_fill(&mut self) -> Result<()> {
+        if !self.zeros_past_len {
+            return Ok(());
+        }
+        let len = self.len;
+        let path = self.path.clone();
+        self.file("truncate")?
+            .set_len(len)
+            .map_err(|e| Error::io("truncate", &path, e))?;
+        self.zero_filled_to = len.div_ceil(HUGE_REGION_BYTES) * HUGE_REGION_BYTES;
+        self.zeros_past_len = false;
+        Ok(())
+    }
+
     fn write_buffer(&mut self) -> Result<()> {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        self.fill_regions_to(self.len)?;
         let buffer = std::mem::take(&mut self.buffer);
         let result = self.file("write")?.write_all(&buffer);
         self.buffer = buffer;
@@ -233,6 +331,7 @@ impl WritableFile for PosixWritable {
         if data.len() >= WRITE_BUFFER_BYTES && !self.buffer.is_empty() {
             // A large append after small ones (a blob record's header, then its value): one
             // system call for both.
+            self.fill_regions_to(self.len + data.len() as u64)?;
             let buffer = std::mem::take(&mut self.buffer);
             let result = write_all_vectored(self.file("write")?, &buffer, data);
             self.buffer = buffer;
@@ -246,6 +345,7 @@ impl WritableFile for PosixWritable {
             self.write_buffer()?;
         }
         if data.len() >= WRITE_BUFFER_BYTES {
+            self.fill_regions_to(self.len + data.len() as u64)?;
             let path = self.path.clone();
             self.file("write")?
                 .write_all(data)
@@ -259,15 +359,24 @@ impl WritableFile for PosixWritable {
     }
 
     fn flush(&mut self) -> Result<()> {
-        self.write_buffer()
+        self.write_buffer()?;
+        self.trim_zero_fill()
     }
 
     fn write_back_every(&mut self, bytes: u64) {
         self.writeback_window = bytes;
     }
 
+    fn prefer_huge_pages(&mut self) {
+        // Regions are counted from the start of the file, so only an empty file takes them.
+        if cfg!(target_os = "linux") && self.mapped_reads && self.len == 0 {
+            self.huge_regions = true;
+        }
+    }
+
     fn sync(&mut self) -> Result<()> {
         self.write_buffer()?;
+        self.trim_zero_fill()?;
         let path = self.path.clone();
         self.file("sync")?
             .sync_data()
@@ -278,7 +387,8 @@ impl WritableFile for PosixWritable {
         if self.file.is_none() {
             return Ok(());
         }
-        let result = self.write_buffer();
+        // Without the zeros cut off, the file would not end in what was appended.
+        let result = self.write_buffer().and_then(|()| self.trim_zero_fill());
         if self.reserved && result.is_ok() {
             if let Some(file) = self.file.as_ref() {
                 // Setting the size it already has frees the blocks reserved past the end. The
@@ -741,15 +851,7 @@ impl Fs for PosixFs {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
-        Ok(Box::new(PosixWritable {
-            path: path.to_path_buf(),
-            file: Some(file),
-            buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
-            len: 0,
-            reserved: false,
-            written_back: 0,
-            writeback_window: 0,
-        }))
+        Ok(Box::new(PosixWritable::new(path, file, self.mmap_reads)))
     }
 
     fn create_log(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
@@ -918,6 +1020,70 @@ impl Fs for PosixFs {
 mod tests {
     use super::*;
 
+    /// A file that prefers huge pages has each huge region written with zeros before its
+    /// first byte (so the page cache can hold it as one folio), starts the writeback of whole
+    /// regions only, and ends exactly at its last appended byte after a flush, a sync or the
+    /// close, reading back whole, also when appends go on after a sync.
+    #[test]
+    fn huge_regions_are_zero_filled_ahead_and_trimmed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("000001.sst");
+        let size = |p: &Path| std::fs::metadata(p).expect("metadata").len();
+        let mut file = PosixWritable::new(&path, File::create(&path).expect("create"), true);
+        file.write_back_every(1 << 20);
+        file.prefer_huge_pages();
+        let on = cfg!(target_os = "linux");
+        assert_eq!(file.huge_regions, on);
+        let mut expected = Vec::new();
+        let mut piece = 1usize;
+        let mut flushed_once = false;
+        while expected.len() < 5 * HUGE_REGION_BYTES as usize + 12345 {
+            // Never a zero byte, so zeros left where data belongs would show.
+            let data: Vec<u8> = (0..piece)
+                .map(|i| ((i * 13 + expected.len()) as u8) | 1)
+                .collect();
+            file.append(&data).expect("append");
+            expected.extend_from_slice(&data);
+            piece = (piece * 3 + 1) % (3 * WRITE_BUFFER_BYTES);
+            let handed = file.len - file.buffer.len() as u64;
+            if on {
+                assert_eq!(file.zero_filled_to % HUGE_REGION_BYTES, 0);
+                assert!(file.zero_filled_to >= handed);
+                // Zeros reach the end of the last region filled; after a trim, the file ends
+                // at its bytes until a write reaches a new region.
+                let now = size(&path);
+                assert!(now == handed || now == file.zero_filled_to, "{now} bytes");
+                if file.zeros_past_len {
+                    assert_eq!(now, file.zero_filled_to);
+                }
+                assert_eq!(file.written_back % HUGE_REGION_BYTES, 0);
+            } else {
+                assert_eq!(size(&path), handed);
+            }
+            assert!(file.written_back <= handed);
+            if !flushed_once && expected.len() > 3 * HUGE_REGION_BYTES as usize {
+                file.flush().expect("flush");
+                assert_eq!(size(&path), expected.len() as u64);
+                flushed_once = true;
+            }
+        }
+        file.sync().expect("sync");
+        assert_eq!(size(&path), expected.len() as u64);
+        assert_eq!(std::fs::read(&path).expect("read"), expected);
+        let more = vec![0xab_u8; 3 * HUGE_REGION_BYTES as usize];
+        file.append(&more).expect("append");
+        expected.extend_from_slice(&more);
+        file.close().expect("close");
+        assert_eq!(size(&path), expected.len() as u64);
+        assert_eq!(std::fs::read(&path).expect("read"), expected);
+
+        // Reads without maps gain nothing from huge pages: such a file system leaves them out.
+        let plain = dir.path().join("000002.sst");
+        let mut file = PosixWritable::new(&plain, File::create(&plain).expect("create"), false);
+        file.prefer_huge_pages();
+        assert!(!file.huge_regions);
+    }
+
     /// A file written in pieces of every size has its writeback started, once asked for, at
     /// each `WINDOW` of written bytes, over whole pages only, never ahead of the bytes written,
     /// and reads back whole after `sync`.
@@ -926,15 +1092,7 @@ mod tests {
         const WINDOW: u64 = 1 << 20;
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("000001.sst");
-        let mut file = PosixWritable {
-            path: path.clone(),
-            file: Some(File::create(&path).expect("create")),
-            buffer: Vec::with_capacity(WRITE_BUFFER_BYTES),
-            len: 0,
-            reserved: false,
-            written_back: 0,
-            writeback_window: 0,
-        };
+        let mut file = PosixWritable::new(&path, File::create(&path).expect("create"), true);
         // Off until asked for.
         let mut expected = vec![7u8; 3 * WINDOW as usize];
         file.append(&expected).expect("append");
