@@ -440,11 +440,6 @@ impl TableReader {
     /// The data block at `handle`, read from the file without looking in or filling the cache.
     pub fn read_block_uncached(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
         self.prefetch_stored(handle);
-        self.load_data_block(handle, verify)
-    }
-
-    /// [`TableReader::read_block_uncached`] once the block's prefetch is issued.
-    fn load_data_block(&self, handle: BlockHandle, verify: bool) -> Result<Arc<Block>> {
         self.load_block(handle, verify).map(Arc::new)
     }
 
