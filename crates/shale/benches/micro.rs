@@ -185,6 +185,22 @@ fn memtable_insert(c: &mut Criterion) {
             )
         });
     }
+    // With the memtable's key filter, sized as the database sizes it for an 8 MiB write buffer,
+    // and the entries added as one batch (one writer lock).
+    group.bench_function("sequential_filtered_batch/100k", |b| {
+        b.iter_batched(
+            || MemTable::with_key_filter(icmp(), (8 << 20) / 32),
+            |mem| {
+                let mut inserter = mem.inserter();
+                for (seq, key) in sequential.iter().enumerate() {
+                    inserter.add(seq as u64 + 1, ValueKind::Value, key, &value);
+                }
+                drop(inserter);
+                mem
+            },
+            BatchSize::LargeInput,
+        )
+    });
     group.finish();
 }
 

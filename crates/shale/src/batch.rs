@@ -438,17 +438,27 @@ impl WriteBatch {
         // the same in any order.
         let icmp = mem.comparator();
         let sort_unordered = count >= SORTED_INSERT_MIN_RECORDS;
-        let mut records = (first..).zip(self.iter());
+        let mut records = (first..).zip(self.iter()).peekable();
         let mut previous: Option<&[u8]> = None;
         let mut unordered = Vec::new();
-        for (seq, entry) in records.by_ref() {
+        let mut mem = mem.inserter();
+        while let Some((seq, entry)) = records.next() {
             let entry = entry?;
             if sort_unordered && previous.is_some_and(|p| icmp.compare_user(p, entry.key).is_gt()) {
                 unordered.push((seq, entry));
                 break;
             }
             previous = Some(entry.key);
-            mem.add(seq, entry.kind, entry.key, entry.value);
+            // The next record goes in next unless it is out of order in a large batch.
+            let next = match records.peek() {
+                Some((_, Ok(next)))
+                    if !sort_unordered || icmp.compare_user(entry.key, next.key).is_le() =>
+                {
+                    Some(next.key)
+                }
+                _ => None,
+            };
+            mem.add_before(seq, entry.kind, entry.key, entry.value, next);
         }
         if unordered.is_empty() {
             return Ok(());
@@ -459,8 +469,10 @@ impl WriteBatch {
         unordered.sort_unstable_by(|(seq_a, a), (seq_b, b)| {
             icmp.compare_user(a.key, b.key).then(seq_b.cmp(seq_a))
         });
-        for (seq, entry) in unordered {
-            mem.add(seq, entry.kind, entry.key, entry.value);
+        let mut sorted = unordered.iter().peekable();
+        while let Some((seq, entry)) = sorted.next() {
+            let next = sorted.peek().map(|(_, next)| next.key);
+            mem.add_before(*seq, entry.kind, entry.key, entry.value, next);
         }
         Ok(())
     }

@@ -39,7 +39,7 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{self, AtomicPtr, AtomicUsize};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::arena::{Arena, ChunkPool};
 use super::EntryVisitor;
@@ -189,6 +189,129 @@ impl Writer {
     }
 }
 
+/// The writer lock of a [`SkipList`], held for a run of inserts ([`SkipList::inserter`]).
+pub(crate) struct Inserter<'a> {
+    list: &'a SkipList,
+    writer: MutexGuard<'a, Writer>,
+}
+
+impl Inserter<'_> {
+    /// Inserts the internal key `user_key + trailer` (trailer as fixed64 LE) with `value`.
+    ///
+    /// Keys are expected to be unique; an equal key is kept too, ordered before the existing
+    /// ones, so lookups see the newest insert first.
+    ///
+    /// Panics if the internal key is 4 GiB or longer (callers enforce far smaller limits).
+    pub(crate) fn insert(&mut self, user_key: &[u8], trailer: u64, value: &[u8]) {
+        let list = self.list;
+        let writer = &mut *self.writer;
+        let key_len = user_key.len() + TRAILER_LEN;
+        assert!(
+            u32::try_from(key_len).is_ok(),
+            "memtable key of {key_len} bytes is over 4 GiB"
+        );
+        let height = writer.random_height();
+        let size = TOWER_OFFSET
+            .checked_add(height * size_of::<AtomicPtr<Node>>())
+            .and_then(|n| n.checked_add(key_len));
+        let Some(size) = size else {
+            panic!("memtable entry size overflows usize");
+        };
+        let value_ptr = if value.is_empty() {
+            NonNull::dangling()
+        } else {
+            let to = writer.values.allocate(value.len(), 1);
+            // SAFETY: the value arena returned `value.len()` fresh writable bytes that nothing
+            // else refers to; the node that will point at them is published below.
+            unsafe { ptr::copy_nonoverlapping(value.as_ptr(), to.as_ptr(), value.len()) };
+            to
+        };
+        let node = writer
+            .arena
+            .allocate(size, align_of::<Node>())
+            .cast::<Node>();
+        let key_start = key_ptr(node, height);
+        // SAFETY: the arena returned `size` fresh writable bytes aligned for `Node`, enough for
+        // the header, `height` tower slots and the key at the offsets the layout gives; no one
+        // else can see them until the node is published below. The tower slots are filled
+        // further down, before publication.
+        let key = unsafe {
+            node.as_ptr().write(Node {
+                key_len: key_len as u32,
+                height: height as u32,
+                value_len: value.len(),
+                value: value_ptr.as_ptr().cast_const(),
+            });
+            ptr::copy_nonoverlapping(user_key.as_ptr(), key_start, user_key.len());
+            let trailer = trailer.to_le_bytes();
+            ptr::copy_nonoverlapping(trailer.as_ptr(), key_start.add(user_key.len()), TRAILER_LEN);
+            std::slice::from_raw_parts(key_start.cast_const(), key_len)
+        };
+
+        // Where the node goes at each level. Levels above the current height start at the head.
+        let mut prev = [list.head(); MAX_HEIGHT];
+        let list_height = list.max_height();
+        // An append past the largest key (a sequential load) goes after the splice at every
+        // level: when the splice's level-0 node has no successor, it is the last node, and every
+        // level's splice node is the last of its level (nothing is larger than that node, and
+        // nothing between a level's splice node and it reaches that level). One comparison
+        // then places the node, where walking the splice compares at each level.
+        // SAFETY: a splice slot is the head or a published node of this list (`Writer::splice`).
+        let last = unsafe { NodeRef::new(writer.splice[0]) };
+        let append = !last.is(list.head())
+            && last.next(0).is_none()
+            && list.cmp.compare(last.key(), key) == Ordering::Less;
+        if append {
+            for (p, &slot) in prev.iter_mut().zip(&writer.splice).take(list_height) {
+                // SAFETY: as above, with a tower slot at every level below `list_height`
+                // that it holds a node for.
+                *p = unsafe { NodeRef::new(slot) };
+            }
+        } else {
+            list.find_insert_position(&writer.splice, key, list_height, &mut prev);
+        }
+
+        if height > list_height {
+            // Readers that see the new height before the node is linked find empty head slots
+            // there and step down, which is harmless.
+            list.max_height.store(height, atomic::Ordering::Relaxed);
+        }
+
+        for (level, before) in prev.iter().enumerate().take(height) {
+            // Only this thread (holding the writer lock) changes tower slots, so the successor
+            // read here stays the successor until the node is linked.
+            let successor = before.tower()[level].load(atomic::Ordering::Relaxed);
+            // SAFETY: slot `level < height` lies inside the node's allocation; it is written once
+            // here, before publication, with no reference to it in existence.
+            unsafe { tower_ptr(node).add(level).write(AtomicPtr::new(successor)) };
+        }
+        // The node is now fully initialised; publish it bottom-up. `Release` makes every write
+        // above visible to a reader that loads the pointer with `Acquire`.
+        for (level, before) in prev.iter().enumerate().take(height) {
+            before.tower()[level].store(node.as_ptr(), atomic::Ordering::Release);
+        }
+        // The node is the predecessor of the next larger key at its own levels; above them the
+        // predecessors found here still are.
+        for (level, slot) in writer.splice.iter_mut().enumerate() {
+            *slot = if level < height {
+                node
+            } else {
+                prev[level].ptr
+            };
+        }
+        // Only the writer (holding the writer lock) changes the count: a plain store avoids a
+        // locked add, which would wait for the node's stores to drain.
+        list.len.store(
+            list.len.load(atomic::Ordering::Relaxed) + 1,
+            atomic::Ordering::Relaxed,
+        );
+        list.memory_bytes.store(
+            writer.arena.used_bytes() + writer.values.used_bytes(),
+            atomic::Ordering::Relaxed,
+        );
+    }
+}
+
 /// A concurrent skiplist of (internal key, value) entries; see the module header.
 pub(crate) struct SkipList {
     cmp: InternalKeyComparator,
@@ -280,118 +403,19 @@ impl SkipList {
         self.max_height.load(atomic::Ordering::Relaxed)
     }
 
-    /// Inserts the internal key `user_key + trailer` (trailer as fixed64 LE) with `value`.
-    ///
-    /// Keys are expected to be unique; an equal key is kept too, ordered before the existing
-    /// ones, so lookups see the newest insert first.
-    ///
-    /// Panics if the internal key is 4 GiB or longer (callers enforce far smaller limits).
+    /// One insert under its own writer lock ([`Inserter::insert`]).
+    #[cfg(test)]
     pub(crate) fn insert(&self, user_key: &[u8], trailer: u64, value: &[u8]) {
-        let key_len = user_key.len() + TRAILER_LEN;
-        assert!(
-            u32::try_from(key_len).is_ok(),
-            "memtable key of {key_len} bytes is over 4 GiB"
-        );
-        let mut writer = self.writer.lock();
-        let height = writer.random_height();
-        let size = TOWER_OFFSET
-            .checked_add(height * size_of::<AtomicPtr<Node>>())
-            .and_then(|n| n.checked_add(key_len));
-        let Some(size) = size else {
-            panic!("memtable entry size overflows usize");
-        };
-        let value_ptr = if value.is_empty() {
-            NonNull::dangling()
-        } else {
-            let to = writer.values.allocate(value.len(), 1);
-            // SAFETY: the value arena returned `value.len()` fresh writable bytes that nothing
-            // else refers to; the node that will point at them is published below.
-            unsafe { ptr::copy_nonoverlapping(value.as_ptr(), to.as_ptr(), value.len()) };
-            to
-        };
-        let node = writer
-            .arena
-            .allocate(size, align_of::<Node>())
-            .cast::<Node>();
-        let key_start = key_ptr(node, height);
-        // SAFETY: the arena returned `size` fresh writable bytes aligned for `Node`, enough for
-        // the header, `height` tower slots and the key at the offsets the layout gives; no one
-        // else can see them until the node is published below. The tower slots are filled
-        // further down, before publication.
-        let key = unsafe {
-            node.as_ptr().write(Node {
-                key_len: key_len as u32,
-                height: height as u32,
-                value_len: value.len(),
-                value: value_ptr.as_ptr().cast_const(),
-            });
-            ptr::copy_nonoverlapping(user_key.as_ptr(), key_start, user_key.len());
-            let trailer = trailer.to_le_bytes();
-            ptr::copy_nonoverlapping(trailer.as_ptr(), key_start.add(user_key.len()), TRAILER_LEN);
-            std::slice::from_raw_parts(key_start.cast_const(), key_len)
-        };
+        self.inserter().insert(user_key, trailer, value);
+    }
 
-        // Where the node goes at each level. Levels above the current height start at the head.
-        let mut prev = [self.head(); MAX_HEIGHT];
-        let list_height = self.max_height();
-        // An append past the largest key (a sequential load) goes after the splice at every
-        // level: when the splice's level-0 node has no successor, it is the last node, and every
-        // level's splice node is the last of its level (nothing is larger than that node, and
-        // nothing between a level's splice node and it reaches that level). One comparison
-        // then places the node, where walking the splice compares at each level.
-        // SAFETY: a splice slot is the head or a published node of this list (`Writer::splice`).
-        let last = unsafe { NodeRef::new(writer.splice[0]) };
-        let append = !last.is(self.head())
-            && last.next(0).is_none()
-            && self.cmp.compare(last.key(), key) == Ordering::Less;
-        if append {
-            for (p, &slot) in prev.iter_mut().zip(&writer.splice).take(list_height) {
-                // SAFETY: as above, with a tower slot at every level below `list_height`
-                // that it holds a node for.
-                *p = unsafe { NodeRef::new(slot) };
-            }
-        } else {
-            self.find_insert_position(&writer.splice, key, list_height, &mut prev);
+    /// Takes the writer lock for a run of inserts, so that a batch pays for the lock once
+    /// rather than per entry.
+    pub(crate) fn inserter(&self) -> Inserter<'_> {
+        Inserter {
+            list: self,
+            writer: self.writer.lock(),
         }
-
-        if height > list_height {
-            // Readers that see the new height before the node is linked find empty head slots
-            // there and step down, which is harmless.
-            self.max_height.store(height, atomic::Ordering::Relaxed);
-        }
-
-        for (level, before) in prev.iter().enumerate().take(height) {
-            // Only this thread (holding the writer lock) changes tower slots, so the successor
-            // read here stays the successor until the node is linked.
-            let successor = before.tower()[level].load(atomic::Ordering::Relaxed);
-            // SAFETY: slot `level < height` lies inside the node's allocation; it is written once
-            // here, before publication, with no reference to it in existence.
-            unsafe { tower_ptr(node).add(level).write(AtomicPtr::new(successor)) };
-        }
-        // The node is now fully initialised; publish it bottom-up. `Release` makes every write
-        // above visible to a reader that loads the pointer with `Acquire`.
-        for (level, before) in prev.iter().enumerate().take(height) {
-            before.tower()[level].store(node.as_ptr(), atomic::Ordering::Release);
-        }
-        // The node is the predecessor of the next larger key at its own levels; above them the
-        // predecessors found here still are.
-        for (level, slot) in writer.splice.iter_mut().enumerate() {
-            *slot = if level < height {
-                node
-            } else {
-                prev[level].ptr
-            };
-        }
-        // Only the writer (holding the writer lock) changes the count: a plain store avoids a
-        // locked add, which would wait for the node's stores to drain.
-        self.len.store(
-            self.len.load(atomic::Ordering::Relaxed) + 1,
-            atomic::Ordering::Relaxed,
-        );
-        self.memory_bytes.store(
-            writer.arena.used_bytes() + writer.values.used_bytes(),
-            atomic::Ordering::Relaxed,
-        );
     }
 
     /// Fills `prev` below `list_height` with the predecessors of `key` at each level: first
