@@ -1,7 +1,7 @@
 //! shale-bench: a db_bench-compatible benchmark that runs the classic LevelDB workloads on
 //! shale and, in the same run, on LevelDB, RocksDB, LMDB and SQLite.
 //!
-//! Layers: [`flags`] parses db_bench's command line into [`flags::Settings`]; [`bench`] runs
+//! Layers: [`flags`] parses db_bench's command line into [`flags::Settings`]; [`bench`](mod@bench) runs
 //! a suite of benchmarks on one [`engines::Engine`]; [`stats`] and [`histogram`] measure;
 //! [`output`] prints db_bench's header and the comparison table; [`record`] holds every
 //! figure for `--json`; [`report`] draws the `--report` HTML page. Engines other than shale

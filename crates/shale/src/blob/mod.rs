@@ -23,8 +23,8 @@
 //! before they are returned; anything else is [`crate::Error::Corruption`] naming the blob file
 //! and offset. Format doc: `docs/format/blob.md`.
 //!
-//! Thread-safety: [`BlobRef`] and the format functions are plain data; [`BlobFileWriter`] is
-//! owned by one writer at a time (the write-path leader, or one compaction); [`BlobCache`] is
+//! Thread-safety: [`BlobRef`] and the format functions are plain data; `BlobFileWriter` is
+//! owned by one writer at a time (the write-path leader, or one compaction); `BlobCache` is
 //! shared by every reader.
 
 mod cache;

@@ -2,7 +2,7 @@
 //! database keeps serving reads and writes.
 //!
 //! How: the memtable is flushed, so that every acknowledged write is in a table; the current
-//! [`Version`] is then taken under the state lock and held, which keeps its tables from being
+//! [`Version`](crate::version::Version) is then taken under the state lock and held, which keeps its tables from being
 //! deleted by compaction while they are copied. Each table is hard-linked into the destination
 //! (tables are immutable, so sharing the inode is safe), or copied where linking fails (another
 //! filesystem). The blob files the version references are linked the same way (a blob file is

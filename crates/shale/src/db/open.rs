@@ -331,7 +331,7 @@ impl Replay<'_> {
     /// A memtable switch seals a WAL without syncing it (`switch_memtable`), so after a power
     /// loss any WAL can end torn, not only the newest. Nothing newer than a tear was synced,
     /// though: the first synced write after a switch syncs the sealed WALs before its own
-    /// record and marks that in its WAL ([`WriteBatch::sync_marker`]). So recovery keeps the
+    /// record and marks that in its WAL ([`WriteBatch::wal_marker`]). So recovery keeps the
     /// writes up to the first tear and drops every newer WAL, which keeps a prefix of the
     /// writes; and a damaged WAL that a newer WAL's marker says was synced is corruption.
     fn replay_all(

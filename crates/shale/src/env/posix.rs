@@ -41,7 +41,7 @@ fn huge_region_zeros() -> Option<&'static [u8]> {
 
 /// The real filesystem.
 ///
-/// Clones share the maps of closed logs kept for [`Fs::reuse_log`] (see [`RetiredLogs`]).
+/// Clones share the maps of closed logs kept for [`Fs::reuse_log`] (see `RetiredLogs`).
 #[derive(Debug, Clone)]
 pub struct PosixFs {
     mmap_reads: bool,

@@ -191,7 +191,7 @@ impl MemTable {
 pub struct MemTableInserter<'a> {
     list: skiplist::Inserter<'a>,
     filter: Option<&'a KeyFilter>,
-    /// Where the filter bits of the key announced by [`MemTableInserter::prefetch_next`] go.
+    /// Where the filter bits of the next key, announced by [`MemTableInserter::add_before`], go.
     next_filter_slot: Option<(usize, u64)>,
 }
 
