@@ -37,6 +37,11 @@ use crate::memtable::MemTable;
 /// keys): 12-20% faster.
 const SORTED_INSERT_MIN_RECORDS: u64 = 32;
 
+/// Records of a batch whose memtable filter words [`WriteBatch::prefetch_memtable_filter`]
+/// starts loading: a group of single puts is small, and a large batch prefetches one record
+/// ahead as it inserts.
+const PREFETCHED_FILTER_RECORDS: usize = 16;
+
 /// Bytes of the batch header: sequence (fixed64) and count (fixed32).
 pub const BATCH_HEADER_LEN: usize = 12;
 
@@ -412,6 +417,17 @@ impl WriteBatch {
         }
         batch.summary = summary;
         Ok(batch)
+    }
+
+    /// Starts loading the memtable key-filter words of the batch's first
+    /// [`PREFETCHED_FILTER_RECORDS`] keys, for a caller with other work to do before
+    /// [`WriteBatch::insert_into`] (the WAL append): a single put's filter word is otherwise a
+    /// cache miss the insert waits out (9% of fillrandom's writer time). Later keys of a large
+    /// batch are prefetched one ahead by the insert itself.
+    pub(crate) fn prefetch_memtable_filter(&self, mem: &MemTable) {
+        for entry in self.iter().take(PREFETCHED_FILTER_RECORDS).flatten() {
+            mem.prefetch_filter(entry.key);
+        }
     }
 
     /// Adds every record to `mem` under consecutive sequence numbers from [`Self::sequence`].

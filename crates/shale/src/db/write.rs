@@ -313,6 +313,8 @@ impl DbInner {
         let mut separated: Option<WriteBatch> = None;
         let mut sync_time = None;
         let result = MutexGuard::unlocked(state, || -> Result<()> {
+            // The keys' filter words load while the WAL record is written.
+            group.prefetch_memtable_filter(&mem);
             if !disable_wal {
                 let mut wal = self.wal.lock();
                 let Some(log) = wal.as_mut() else {
