@@ -30,17 +30,12 @@ use crate::codec::{decode_fixed32, decode_fixed64, put_length_prefixed, put_vari
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE};
 use crate::limits::{MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use crate::memtable::MemTable;
+use crate::memtable::{FilterSlot, MemTable};
 
 /// Batches of at least this many records go into the memtable sorted by key from their first
 /// record out of order on. Measured with shale-bench's fillrandbatch (batches of 1,000 random
 /// keys): 12-20% faster.
 const SORTED_INSERT_MIN_RECORDS: u64 = 32;
-
-/// Records of a batch whose memtable filter words [`WriteBatch::prefetch_memtable_filter`]
-/// starts loading: a group of single puts is small, and a large batch prefetches one record
-/// ahead as it inserts.
-const PREFETCHED_FILTER_RECORDS: usize = 16;
 
 /// Bytes of the batch header: sequence (fixed64) and count (fixed32).
 pub const BATCH_HEADER_LEN: usize = 12;
@@ -419,15 +414,13 @@ impl WriteBatch {
         Ok(batch)
     }
 
-    /// Starts loading the memtable key-filter words of the batch's first
-    /// [`PREFETCHED_FILTER_RECORDS`] keys, for a caller with other work to do before
-    /// [`WriteBatch::insert_into`] (the WAL append): a single put's filter word is otherwise a
-    /// cache miss the insert waits out (9% of fillrandom's writer time). Later keys of a large
-    /// batch are prefetched one ahead by the insert itself.
-    pub(crate) fn prefetch_memtable_filter(&self, mem: &MemTable) {
-        for entry in self.iter().take(PREFETCHED_FILTER_RECORDS).flatten() {
-            mem.prefetch_filter(entry.key);
-        }
+    /// Starts loading the memtable key-filter word of the batch's first key, for a caller with
+    /// other work to do before [`WriteBatch::insert_into_announced`] (the WAL append): a single
+    /// put's filter word is otherwise a cache miss the insert waits out (9% of fillrandom's
+    /// writer time). The insert itself loads each later key's word one record ahead.
+    pub(crate) fn prefetch_memtable_filter(&self, mem: &MemTable) -> Option<FilterSlot> {
+        let first = self.iter().next()?.ok()?;
+        mem.prefetch_filter(first.key)
     }
 
     /// Adds every record to `mem` under consecutive sequence numbers from [`Self::sequence`].
@@ -437,6 +430,16 @@ impl WriteBatch {
     ///
     /// REQUIRES: the caller holds the memtable's writer role (see [`MemTable::add`]).
     pub(crate) fn insert_into(&self, mem: &MemTable) -> Result<()> {
+        self.insert_into_announced(mem, None)
+    }
+
+    /// [`WriteBatch::insert_into`], given what [`WriteBatch::prefetch_memtable_filter`]
+    /// returned for this batch and `mem`.
+    pub(crate) fn insert_into_announced(
+        &self,
+        mem: &MemTable,
+        first_key_slot: Option<FilterSlot>,
+    ) -> Result<()> {
         let first = self.sequence();
         let count = u64::from(self.count());
         if count > 0 && first.checked_add(count - 1) > Some(MAX_SEQUENCE) {
@@ -455,26 +458,31 @@ impl WriteBatch {
         let icmp = mem.comparator();
         let sort_unordered = count >= SORTED_INSERT_MIN_RECORDS;
         let mut records = (first..).zip(self.iter()).peekable();
-        let mut previous: Option<&[u8]> = None;
         let mut unordered = Vec::new();
-        let mut mem = mem.inserter();
+        let mut mem = mem.inserter_announced(first_key_slot);
+        // Whether the record at hand keeps the order of the one before (the first does).
+        let mut in_order = true;
         while let Some((seq, entry)) = records.next() {
             let entry = entry?;
-            if sort_unordered && previous.is_some_and(|p| icmp.compare_user(p, entry.key).is_gt()) {
+            if !in_order {
                 unordered.push((seq, entry));
                 break;
             }
-            previous = Some(entry.key);
-            // The next record goes in next unless it is out of order in a large batch.
+            // The next record's order is decided once, here; only a large batch asks. The next
+            // record goes in next unless it breaks the order.
             let next = match records.peek() {
-                Some((_, Ok(next)))
-                    if !sort_unordered || icmp.compare_user(entry.key, next.key).is_le() =>
-                {
-                    Some(next.key)
-                }
+                Some((_, Ok(next))) => Some(next.key),
                 _ => None,
             };
-            mem.add_before(seq, entry.kind, entry.key, entry.value, next);
+            in_order =
+                !sort_unordered || next.is_none_or(|n| icmp.compare_user(entry.key, n).is_le());
+            mem.add_before(
+                seq,
+                entry.kind,
+                entry.key,
+                entry.value,
+                next.filter(|_| in_order),
+            );
         }
         if unordered.is_empty() {
             return Ok(());

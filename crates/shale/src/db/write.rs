@@ -313,8 +313,8 @@ impl DbInner {
         let mut separated: Option<WriteBatch> = None;
         let mut sync_time = None;
         let result = MutexGuard::unlocked(state, || -> Result<()> {
-            // The keys' filter words load while the WAL record is written.
-            group.prefetch_memtable_filter(&mem);
+            // The first key's filter word loads while the WAL record is written.
+            let first_key_slot = group.prefetch_memtable_filter(&mem);
             if !disable_wal {
                 let mut wal = self.wal.lock();
                 let Some(log) = wal.as_mut() else {
@@ -340,7 +340,10 @@ impl DbInner {
                 }
                 add_by_leader(&self.stats.wal_bytes, logged.data_size() as u64);
             }
-            separated.as_ref().unwrap_or(&group).insert_into(&mem)
+            separated
+                .as_ref()
+                .unwrap_or(&group)
+                .insert_into_announced(&mem, first_key_slot)
         });
         if let Some(took) = sync_time {
             let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);

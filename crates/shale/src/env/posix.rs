@@ -277,8 +277,8 @@ impl PosixWritable {
     /// finished table then maps with a single huge-page entry (on kernels whose file system
     /// keeps large folios in its page cache, such as ext4 since Linux 6.16 and XFS); the
     /// 64 KiB writes that follow only fill it in. Random lookups through such a map ran about
-    /// 10% faster (readrandom on a compacted 1M-key database). The zeros cost a copy, not memory ([`huge_region_zeros`]); elsewhere they
-    /// are only that copy.
+    /// 10% faster (readrandom on a compacted 1M-key database). The zeros cost a copy, not
+    /// memory ([`huge_region_zeros`]); on other kernels that copy is all they do.
     fn fill_regions_to(&mut self, end: u64) -> Result<()> {
         while self.huge_regions && self.zero_filled_to < end {
             let Some(zeros) = huge_region_zeros() else {

@@ -137,22 +137,30 @@ impl MemTable {
     }
 
     /// Starts loading the word of the key filter that an add of `user_key` will set, so that its
-    /// cache miss overlaps whatever the caller does before the add (the WAL append).
-    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) {
-        if let Some(f) = &self.filter {
-            let (word, _) = f.locate(user_key);
-            crate::prefetch::line(f.words[word].as_ptr());
-        }
+    /// cache miss overlaps whatever the caller does before the add (the WAL append). Returns
+    /// where the key's bits go (`None` without a filter), for
+    /// [`MemTable::inserter_announced`], so the add need not hash the key again.
+    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) -> Option<FilterSlot> {
+        let f = self.filter.as_ref()?;
+        let slot = f.locate(user_key);
+        crate::prefetch::line(f.words[slot.0].as_ptr());
+        Some(FilterSlot(slot))
     }
 
     /// Takes the memtable's writer lock for a run of adds (a write batch), so that each add
     /// does not pay for it again. Other adds wait until the inserter is dropped; readers and
     /// iterators do not.
     pub fn inserter(&self) -> MemTableInserter<'_> {
+        self.inserter_announced(None)
+    }
+
+    /// [`MemTable::inserter`] whose first add is of the key `first` was prefetched for
+    /// ([`MemTable::prefetch_filter`]).
+    pub(crate) fn inserter_announced(&self, first: Option<FilterSlot>) -> MemTableInserter<'_> {
         MemTableInserter {
             list: self.list.inserter(),
             filter: self.filter.as_ref(),
-            next_filter_slot: None,
+            next_filter_slot: first.map(|FilterSlot(slot)| slot),
         }
     }
 
@@ -196,11 +204,15 @@ impl MemTable {
     }
 }
 
+/// Where a key's bits go in a memtable's key filter, found by [`MemTable::prefetch_filter`].
+pub(crate) struct FilterSlot((usize, u64));
+
 /// Adds entries to a [`MemTable`] while holding its writer lock; see [`MemTable::inserter`].
 pub struct MemTableInserter<'a> {
     list: skiplist::Inserter<'a>,
     filter: Option<&'a KeyFilter>,
-    /// Where the filter bits of the next key, announced by [`MemTableInserter::add_before`], go.
+    /// Where the filter bits of the next key go, announced by [`MemTableInserter::add_before`]
+    /// or [`MemTable::inserter_announced`].
     next_filter_slot: Option<(usize, u64)>,
 }
 
@@ -354,8 +366,8 @@ mod filter_tests {
         let unfiltered = MemTable::new(icmp);
         for i in 0..1_000u32 {
             let key = format!("key{i}");
-            filtered.prefetch_filter(key.as_bytes());
-            unfiltered.prefetch_filter(key.as_bytes());
+            assert!(filtered.prefetch_filter(key.as_bytes()).is_some());
+            assert!(unfiltered.prefetch_filter(key.as_bytes()).is_none());
         }
         assert!((0..1_000u32).all(|i| !filtered.may_contain(format!("key{i}").as_bytes())));
         assert!(filtered.is_empty() && unfiltered.is_empty());
