@@ -965,13 +965,22 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What a suite calls back into while it runs.
+pub struct SuiteHooks<'a> {
+    /// Prints the header, once the engine has opened and described itself.
+    pub header: &'a mut dyn FnMut(&mut dyn Write, &engines::EngineInfo) -> std::io::Result<()>,
+    /// Runs before each benchmark and waits until it may start: a `--lockstep` child asks its
+    /// parent (see [`crate::lockstep`]); a suite run in-process has nothing to wait for.
+    pub gate: &'a mut dyn FnMut(&mut dyn Write) -> Result<()>,
+}
+
 /// Runs the whole suite on one engine in `dir`, printing each line to `out` as it finishes.
 pub fn run_suite(
     settings: &Settings,
     kind: EngineKind,
     dir: &Path,
     out: &mut dyn Write,
-    print_header: &mut dyn FnMut(&mut dyn Write, &engines::EngineInfo) -> std::io::Result<()>,
+    hooks: SuiteHooks<'_>,
 ) -> EngineRecord {
     let per_engine_peak = sysinfo::reset_peak_rss();
     // Built before the baseline sample: the harness's own buffers are not the engine's memory.
@@ -997,7 +1006,7 @@ pub fn run_suite(
         peak_anon_rss_bytes: None,
         error: None,
     };
-    if let Err(e) = suite_body(settings, kind, dir, &values, out, print_header, &mut record) {
+    if let Err(e) = suite_body(settings, kind, dir, &values, out, hooks, &mut record) {
         let line = note_line("error", &e.to_string());
         let _ = writeln!(out, "{line}");
         record.error = Some(e.to_string());
@@ -1038,7 +1047,7 @@ fn suite_body(
     dir: &Path,
     values: &ValuePool,
     out: &mut dyn Write,
-    print_header: &mut dyn FnMut(&mut dyn Write, &engines::EngineInfo) -> std::io::Result<()>,
+    hooks: SuiteHooks<'_>,
     record: &mut EngineRecord,
 ) -> Result<()> {
     let io = |e: std::io::Error| Error::io("write", "<stdout>", e);
@@ -1046,9 +1055,10 @@ fn suite_body(
     let mut engine = Some(open_engine(settings, kind, dir, !use_existing)?);
     if let Some(e) = engine.as_deref() {
         record.info = e.info().clone();
-        print_header(out, e.info()).map_err(io)?;
+        (hooks.header)(out, e.info()).map_err(io)?;
     }
     for (position, &bench) in settings.benchmarks.iter().enumerate() {
+        (hooks.gate)(out)?;
         let name = bench.name();
         if bench.fresh_db() {
             if use_existing {

@@ -162,6 +162,18 @@ pub struct Flags {
     /// Series ids of the influx workload (default: num/200).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub series: Option<u64>,
+    /// Run each engine in a process of its own and step the engines benchmark by benchmark,
+    /// the idle ones stopped, so that the figures a ratio compares are taken seconds apart
+    /// rather than a whole suite apart.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", value_parser = parse_bool)]
+    pub lockstep: bool,
+    /// Internal to --lockstep: run as the child process of this engine.
+    #[arg(long, hide = true, requires = "lockstep_child_dir")]
+    pub lockstep_child: Option<String>,
+    /// Internal to --lockstep: the child's database directory.
+    #[arg(long, hide = true, requires = "lockstep_child")]
+    pub lockstep_child_dir: Option<PathBuf>,
 }
 
 /// A validated run.

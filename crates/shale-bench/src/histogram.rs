@@ -3,7 +3,7 @@
 //! Built on `hdrhistogram` (three significant digits, so every percentile is within 0.1% of
 //! the true value); one histogram per client thread, added together when the benchmark ends.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The longest latency recorded exactly; longer ones are clamped (an hour).
 const LATENCY_NANOS_MAX: u64 = 3_600_000_000_000;
@@ -15,7 +15,7 @@ pub struct Histogram {
 }
 
 /// A histogram's summary, in microseconds.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HistogramSummary {
     /// Operations recorded.
     pub count: u64,

@@ -17,6 +17,7 @@ pub mod error;
 pub mod flags;
 pub mod histogram;
 pub mod keys;
+pub mod lockstep;
 pub mod output;
 pub mod progress;
 pub mod record;
@@ -53,10 +54,16 @@ where
             return 2;
         }
     };
-    let command_line = args
+    let command_line: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    if let (Some(engine), Some(dir)) = (
+        &settings.flags.lockstep_child,
+        &settings.flags.lockstep_child_dir,
+    ) {
+        return lockstep::child_main(&settings, engine, dir);
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match run(&settings, command_line, &mut out) {
@@ -146,14 +153,31 @@ pub fn run(
         if round % 2 == 1 {
             order.reverse();
         }
-        for n in order {
-            let kind = settings.engines[n];
-            // One engine uses --db itself, as db_bench does; several get a subdirectory each.
-            let dir: PathBuf = if several {
+        // One engine uses --db itself, as db_bench does; several get a subdirectory each.
+        let dir_of = |kind: engines::EngineKind| -> PathBuf {
+            if several {
                 root.join(kind.name())
             } else {
                 root.clone()
-            };
+            }
+        };
+        if f.lockstep {
+            let records = lockstep::run_round(
+                settings,
+                &record.workload.command_line,
+                &order,
+                &dir_of,
+                out,
+                &mut first_output,
+            )?;
+            for (n, engine_record) in records {
+                rounds_by_engine[n].push(engine_record);
+            }
+            continue;
+        }
+        for n in order {
+            let kind = settings.engines[n];
+            let dir = dir_of(kind);
             if !first_output {
                 writeln!(out).map_err(io)?;
             }
@@ -168,7 +192,11 @@ pub fn run(
                     cpu_cache.as_deref(),
                 )
             };
-            let engine_record = bench::run_suite(settings, kind, &dir, out, &mut header);
+            let hooks = bench::SuiteHooks {
+                header: &mut header,
+                gate: &mut |_| Ok(()),
+            };
+            let engine_record = bench::run_suite(settings, kind, &dir, out, hooks);
             rounds_by_engine[n].push(engine_record);
         }
     }

@@ -1,13 +1,13 @@
 //! Everything a run measured, as one serializable record: the source of the comparison
 //! table, the `--json` file and the `--report` page.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engines::EngineInfo;
 use crate::histogram::HistogramSummary;
 
 /// How a benchmark ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// It ran; the figures are real.
@@ -23,7 +23,7 @@ pub enum Status {
 }
 
 /// One benchmark's figures on one engine.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRecord {
     /// Benchmark name as printed.
     pub name: String,
@@ -55,7 +55,7 @@ pub struct BenchRecord {
     pub line: String,
     /// With `--repeat`, every round's ops/s in round order; the record itself is the round
     /// with the median figure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_ops_per_sec: Vec<f64>,
 }
 
@@ -83,7 +83,7 @@ impl BenchRecord {
 }
 
 /// One engine's suite.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EngineRecord {
     /// Name, version, library, settings.
     pub info: EngineInfo,
@@ -374,5 +374,20 @@ mod tests {
         let merged = EngineRecord::median_of_rounds(&broken).expect("rounds");
         assert!(merged.results[1].round_ops_per_sec.is_empty());
         assert!(EngineRecord::median_of_rounds(&[]).is_none());
+    }
+
+    /// A `--lockstep` child sends its record as JSON; the parent must read back every figure.
+    #[test]
+    fn a_record_reads_back_from_its_json() {
+        let mut sent = sample_run().engines.swap_remove(1);
+        sent.results[0].round_ops_per_sec = vec![1.0, 2.0];
+        sent.error = Some("leveldb: put: disk full".to_string());
+        let json = serde_json::to_string(&sent).expect("encode");
+        let read: EngineRecord = serde_json::from_str(&json).expect("decode");
+        assert_eq!(read.info.name, "leveldb");
+        assert_eq!(serde_json::to_string(&read).expect("encode again"), json);
+        let unknown = json.replace("\"leveldb\"", "\"berkeleydb\"");
+        let e = serde_json::from_str::<EngineRecord>(&unknown).expect_err("unknown engine");
+        assert!(e.to_string().contains("berkeleydb"), "{e}");
     }
 }

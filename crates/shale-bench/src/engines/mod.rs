@@ -217,6 +217,32 @@ pub struct EngineInfo {
     pub settings: Vec<String>,
 }
 
+/// [`EngineInfo`] as read back from JSON (a `--lockstep` child's record), its name owned
+/// until it is matched to the engine's `'static` one.
+#[derive(serde::Deserialize)]
+struct EngineInfoRecord {
+    name: String,
+    version: String,
+    library: Option<String>,
+    warning: Option<String>,
+    settings: Vec<String>,
+}
+
+// By hand: a derived impl would borrow `name` from the input, for `'static`.
+impl<'de> serde::Deserialize<'de> for EngineInfo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let r = EngineInfoRecord::deserialize(d)?;
+        let kind = EngineKind::parse(&r.name).map_err(serde::de::Error::custom)?;
+        Ok(EngineInfo {
+            name: kind.name(),
+            version: r.version,
+            library: r.library,
+            warning: r.warning,
+            settings: r.settings,
+        })
+    }
+}
+
 /// One write inside a [`Batch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchEntry<'a> {
