@@ -132,7 +132,17 @@ impl DbInner {
             }
             None => None,
         };
-        let slot = WRITER_SLOT.with(Arc::clone);
+        // Borrowed from the thread: only the queue entry holds a reference of its own.
+        WRITER_SLOT.with(|slot| self.write_queued(options, batch, slot))
+    }
+
+    /// [`DbInner::write`] once the batch is checked: queues it on `slot`, this thread's.
+    fn write_queued(
+        &self,
+        options: &WriteOptions,
+        batch: Option<WriteBatch>,
+        slot: &Arc<WriterSlot>,
+    ) -> Result<()> {
         slot.reset();
         let force = batch.is_none();
         let write = PendingWrite {
@@ -141,7 +151,7 @@ impl DbInner {
             disable_wal: options.disable_wal,
             slot: slot.clone(),
         };
-        let mut state = match self.enqueue(write, &slot) {
+        let mut state = match self.enqueue(write, slot) {
             Turn::Lead(state) => state,
             Turn::Done(result) => return result,
         };
@@ -320,8 +330,13 @@ impl DbInner {
                 let Some(log) = wal.as_mut() else {
                     return Err(Error::ShuttingDown);
                 };
-                let mut blob = self.blob_writer.lock();
-                separated = self.separate_values(&group, &mut blob, blob_number)?;
+                // The blob writer is locked only when this group may move values to it or
+                // must sync it: a mutex costs each write two locked instructions, and each waits
+                // for the stores before it.
+                let mut blob = (sync || self.may_separate(&group)).then(|| self.blob_writer.lock());
+                if let Some(blob) = blob.as_mut() {
+                    separated = self.separate_values(&group, blob, blob_number)?;
+                }
                 let logged = separated.as_ref().unwrap_or(&group);
                 if sync {
                     self.sync_sealed_wals(log)?;
@@ -331,7 +346,7 @@ impl DbInner {
                 if sync {
                     let started = Instant::now();
                     // A synced WAL record must never name blob bytes that are not durable.
-                    if let Some(b) = blob.as_mut() {
+                    if let Some(b) = blob.as_mut().and_then(|b| b.as_mut()) {
                         b.sync(self.options.fs.as_ref())?;
                     }
                     log.sync()?;
@@ -370,6 +385,13 @@ impl DbInner {
         }
     }
 
+    /// Whether [`DbInner::separate_values`] would move any of the group's values.
+    fn may_separate(&self, group: &WriteBatch) -> bool {
+        self.options
+            .min_blob_size
+            .is_some_and(|min| group.max_value_len() >= min)
+    }
+
     /// Moves the group's large values (at least `min_blob_size`; plain and expiring puts, never
     /// merge operands) to the active blob file, creating it (numbered like the WAL) on first
     /// use. Returns the group with references in their place, or `None` when nothing moved.
@@ -385,7 +407,7 @@ impl DbInner {
         let Some(min) = self.options.min_blob_size else {
             return Ok(None);
         };
-        if group.max_value_len() < min {
+        if !self.may_separate(group) {
             return Ok(None);
         }
         let mut out = WriteBatch::new();
@@ -579,7 +601,7 @@ impl DbInner {
             if self.shutting_down.load(Ordering::Acquire) {
                 return Err(Error::ShuttingDown);
             }
-            let l0_files = state.versions.current().num_files(0);
+            let l0_files = state.versions.current_ref().num_files(0);
             if allow_delay && l0_files >= self.options.level0_slowdown_writes_trigger {
                 // Give compaction a little CPU instead of stopping the writer later.
                 self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);

@@ -489,6 +489,12 @@ impl VersionSet {
         Arc::clone(&self.current)
     }
 
+    /// The current version, borrowed: no reference count taken (each write checks level 0,
+    /// and a count costs two locked instructions).
+    pub(crate) fn current_ref(&self) -> &Version {
+        &self.current
+    }
+
     /// Hands out a new file number.
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
