@@ -332,7 +332,8 @@ impl Db {
 
     /// Removes `key` with explicit write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, options: &WriteOptions) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let key = key.as_ref();
+        let mut batch = WriteBatch::with_capacity(key.len());
         batch.delete(key);
         self.inner.write(options, Some(batch))
     }
@@ -349,7 +350,9 @@ impl Db {
         operand: impl AsRef<[u8]>,
         options: &WriteOptions,
     ) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let (key, operand) = (key.as_ref(), operand.as_ref());
+        // Sized up front, as `put_opt`'s: growing it would reallocate once or twice a merge.
+        let mut batch = WriteBatch::with_capacity(key.len() + operand.len());
         batch.merge(key, operand);
         self.inner.write(options, Some(batch))
     }
