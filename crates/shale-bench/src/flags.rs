@@ -162,9 +162,9 @@ pub struct Flags {
     /// Series ids of the influx workload (default: num/200).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub series: Option<u64>,
-    /// Run each engine in a process of its own and step the engines benchmark by benchmark,
-    /// the idle ones stopped, so that the figures a ratio compares are taken seconds apart
-    /// rather than a whole suite apart.
+    /// Run each engine in a process of its own (this program, run again) and step the engines
+    /// benchmark by benchmark, the idle ones stopped, so that the figures a ratio compares are
+    /// taken seconds apart rather than a whole suite apart.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_value = "false", default_missing_value = "true", value_parser = parse_bool)]
     pub lockstep: bool,

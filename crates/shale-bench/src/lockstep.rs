@@ -24,7 +24,9 @@
 //! - Between a `READY` and the parent's `go`, the parent stops the child and waits until the
 //!   kernel reports it stopped, then resumes it before sending `go`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Read;
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -121,6 +123,16 @@ fn die_with_parent() {
     }
 }
 
+/// Splits a line of a child's output into its db_bench output and the protocol marker after
+/// it, if any: a marker may follow output that did not end its line (a library's own
+/// printing), and the marker character appears in no benchmark output.
+fn split_marker(line: &str) -> (&str, &str) {
+    match line.find('\u{1e}') {
+        Some(at) => line.split_at(at),
+        None => (line, ""),
+    }
+}
+
 /// One engine's child process, seen from the parent.
 struct Stepper {
     kind: EngineKind,
@@ -131,6 +143,9 @@ struct Stepper {
     lines: Vec<String>,
     /// Set once the child has printed its record.
     record: Option<EngineRecord>,
+    /// Set once the child's exit has been collected (by `Child::wait` or our own `waitpid`):
+    /// its pid may then name another process.
+    reaped: bool,
 }
 
 impl Stepper {
@@ -144,6 +159,10 @@ impl Stepper {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // A group of its own: job control in the terminal (Ctrl-Z, then `fg`) continues a
+            // whole group, which would wake the stopped children too. Ctrl-C still ends them:
+            // it ends the parent, and a child dies with its parent.
+            .process_group(0)
             .spawn()
             .map_err(|e| Error::io("start a lockstep child", exe, e))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
@@ -160,6 +179,7 @@ impl Stepper {
             stdout: BufReader::new(stdout),
             lines: Vec::new(),
             record: None,
+            reaped: false,
         };
         stepper.read_until_waiting()?;
         Ok(stepper)
@@ -186,6 +206,7 @@ impl Stepper {
             let read = self.stdout.read_line(&mut line).map_err(|e| self.lost(e))?;
             if read == 0 {
                 let status = self.child.wait().map_err(|e| self.lost(e))?;
+                self.reaped = true;
                 return Err(Error::Internal(format!(
                     "lockstep: the {} child exited ({status}) before printing its record; its \
                      output ended with: {}",
@@ -194,15 +215,27 @@ impl Stepper {
                 )));
             }
             let line = line.trim_end_matches('\n');
-            if line == READY {
+            let (output, marker) = split_marker(line);
+            if !output.is_empty() {
+                self.lines.push(output.to_string());
+            }
+            if marker == READY {
                 return self.stop();
             }
-            if let Some(json) = line.strip_prefix(RECORD) {
+            if let Some(json) = marker.strip_prefix(RECORD) {
                 let record: EngineRecord = serde_json::from_str(json).map_err(|e| {
                     Error::Internal(format!("lockstep: the {} child's record: {e}", self.kind))
                 })?;
                 self.record = Some(record);
+                // Whatever the child prints while it exits is read first: a child blocked on
+                // a full pipe would never exit.
+                let mut rest = String::new();
+                self.stdout
+                    .read_to_string(&mut rest)
+                    .map_err(|e| self.lost(e))?;
+                self.lines.extend(rest.lines().map(str::to_string));
                 let status = self.child.wait().map_err(|e| self.lost(e))?;
+                self.reaped = true;
                 // A child that printed its record exits 0, or 1 when its engine failed (the
                 // record says how); anything else is a fault of the harness.
                 if !matches!(status.code(), Some(0 | 1)) {
@@ -213,7 +246,12 @@ impl Stepper {
                 }
                 return Ok(());
             }
-            self.lines.push(line.to_string());
+            if !marker.is_empty() {
+                return Err(Error::Internal(format!(
+                    "lockstep: the {} child printed an unknown marker: {marker:?}",
+                    self.kind
+                )));
+            }
         }
     }
 
@@ -222,23 +260,38 @@ impl Stepper {
         self.signal(libc::SIGSTOP)?;
         let pid = self.pid()?;
         let mut status = 0;
-        // SAFETY: waitpid writes one int through a pointer to a live local. WUNTRACED reports
-        // the stop without reaping the child, which `Child::wait` still does later.
-        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-        if waited != pid || !libc::WIFSTOPPED(status) {
-            return Err(Error::Internal(format!(
-                "lockstep: the {} child did not stop (waitpid returned {waited}, status \
-                 {status:#x})",
-                self.kind
-            )));
+        let waited = loop {
+            // SAFETY: waitpid writes one int through a pointer to a live local. WUNTRACED
+            // reports the stop without reaping the child, which `Child::wait` still does later;
+            // it reaps the child only if the child exited instead.
+            let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+            if waited != -1 || std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+                break waited;
+            }
+        };
+        if waited == pid && libc::WIFSTOPPED(status) {
+            return Ok(());
         }
-        Ok(())
+        if waited == pid {
+            self.reaped = true;
+        }
+        Err(Error::Internal(format!(
+            "lockstep: the {} child did not stop (waitpid returned {waited}, status \
+             {status:#x})",
+            self.kind
+        )))
     }
 
     fn signal(&self, signal: libc::c_int) -> Result<()> {
         let pid = self.pid()?;
-        // SAFETY: kill only sends a signal to our own child, which has not been reaped (its
-        // record has not been read), so the pid is still its.
+        if self.reaped {
+            return Err(Error::Internal(format!(
+                "lockstep: the {} child has exited",
+                self.kind
+            )));
+        }
+        // SAFETY: kill only sends a signal to our own child, which has not been reaped
+        // (`reaped` is false), so the pid is still its.
         if unsafe { libc::kill(pid, signal) } != 0 {
             return Err(self.lost(std::io::Error::last_os_error()));
         }
@@ -257,7 +310,7 @@ impl Stepper {
 
 impl Drop for Stepper {
     fn drop(&mut self) {
-        if self.record.is_none() {
+        if !self.reaped {
             // SIGKILL ends a stopped process too.
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -267,8 +320,10 @@ impl Drop for Stepper {
 
 /// The parent's side of one round: starts a child per engine of `order`, in that order, and
 /// steps them all through the suite, benchmark by benchmark, in that order. Prints each
-/// engine's output as one block, in `order`, when the round ends, and returns each engine's
-/// record with its index in `settings.engines`.
+/// engine's output as one block, in `order`, when the round ends (or fails), and returns each
+/// engine's record with its index in `settings.engines`. The children are this program run
+/// again (`/proc/self/exe`) with `command_line`'s flags: a program embedding [`crate::run`]
+/// must itself accept the child's flags (as `main_with_args` does) to use `--lockstep`.
 pub fn run_round(
     settings: &Settings,
     command_line: &[String],
@@ -282,19 +337,22 @@ pub fn run_round(
     // The child parses the same flags as the parent (less the program name) plus its own.
     let args = command_line.get(1..).unwrap_or(&[]);
     let mut steppers = Vec::with_capacity(order.len());
-    for &n in order {
-        let kind = settings.engines[n];
-        steppers.push((n, Stepper::spawn(&exe, args, kind, &dir_of(kind))?));
-    }
-    for _ in &settings.benchmarks {
-        for (_, stepper) in steppers.iter_mut() {
-            stepper.step()?;
+    let mut stepped = || -> Result<()> {
+        for &n in order {
+            let kind = settings.engines[n];
+            steppers.push((n, Stepper::spawn(&exe, args, kind, &dir_of(kind))?));
         }
-    }
-    // After its last benchmark each child has closed its engine and printed its record.
+        for _ in &settings.benchmarks {
+            for (_, stepper) in steppers.iter_mut() {
+                stepper.step()?;
+            }
+        }
+        Ok(())
+    };
+    let stepped = stepped();
+    // Each engine's output, also when a child failed: what ran before the failure is shown.
     let io = |e: std::io::Error| Error::io("write", "<stdout>", e);
-    let mut records = Vec::with_capacity(steppers.len());
-    for (n, mut stepper) in steppers {
+    for (_, stepper) in &steppers {
         if !*first_output {
             writeln!(out).map_err(io)?;
         }
@@ -302,6 +360,12 @@ pub fn run_round(
         for line in &stepper.lines {
             writeln!(out, "{line}").map_err(io)?;
         }
+    }
+    out.flush().map_err(io)?;
+    stepped?;
+    // After its last benchmark each child has closed its engine and printed its record.
+    let mut records = Vec::with_capacity(steppers.len());
+    for (n, mut stepper) in steppers {
         let record = stepper.record.take().ok_or_else(|| {
             Error::Internal(format!(
                 "lockstep: the {} child finished its last benchmark without a record",
@@ -310,6 +374,25 @@ pub fn run_round(
         })?;
         records.push((n, record));
     }
-    out.flush().map_err(io)?;
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_found_after_unterminated_output() {
+        assert_eq!(
+            split_marker("fillseq : 1.0 micros/op;"),
+            ("fillseq : 1.0 micros/op;", "")
+        );
+        assert_eq!(split_marker(READY), ("", READY));
+        let glued = format!("partial line{READY}");
+        assert_eq!(split_marker(&glued), ("partial line", READY));
+        let record = format!("{RECORD}{{\"x\":1}}");
+        let (output, marker) = split_marker(&record);
+        assert_eq!(output, "");
+        assert_eq!(marker.strip_prefix(RECORD), Some("{\"x\":1}"));
+    }
 }

@@ -14,29 +14,20 @@ pub(crate) fn line<T>(ptr: *const T) {
     let _ = ptr;
 }
 
-/// Starts loading the cache line holding `ptr` in a state that lets this core write it
-/// (`prefetchw`): a store to a line the core does not own waits for the line, and the next
-/// locked instruction (any mutex) waits for that store, so lines about to be appended to are
-/// better requested before the append.
-#[inline]
-pub(crate) fn line_for_write<T>(ptr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults and writes nothing, for any address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(ptr.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
-}
-
 /// For a buffer filled front to back that just grew from `old_end` to `new_end` (addresses):
-/// requests for writing the lines that now lie within `distance` bytes past its end, so that
-/// each line is requested once, `distance` bytes before the appends reach it. Addresses past
-/// the buffer are harmless: a prefetch never faults.
+/// starts loading the lines that now lie within `distance` bytes past its end, so that each
+/// line is requested once, `distance` bytes before the appends reach it. Addresses past the
+/// buffer are harmless: a prefetch never faults.
+///
+/// Why for appends: a store to a line not in the cache waits for the line, and the next
+/// locked instruction (any mutex) waits for that store. A plain prefetch serves: a line no
+/// other core holds arrives exclusive, and the store that follows needs no second request.
+/// (`_MM_HINT_ET0` would ask for `prefetchw`, but without the `prfchw` target feature it
+/// compiles to this same `prefetcht0`.)
 #[inline]
 pub(crate) fn ahead_for_write(old_end: usize, new_end: usize, distance: usize) {
-    for line in lines_ahead(old_end, new_end, distance) {
-        line_for_write(line as *const u8);
+    for address in lines_ahead(old_end, new_end, distance) {
+        line(address as *const u8);
     }
 }
 

@@ -385,7 +385,8 @@ impl DbInner {
         }
     }
 
-    /// Whether [`DbInner::separate_values`] would move any of the group's values.
+    /// Whether [`DbInner::separate_values`] may move any of the group's values: some value or
+    /// merge operand is large enough (operands themselves are never moved).
     fn may_separate(&self, group: &WriteBatch) -> bool {
         self.options
             .min_blob_size
@@ -394,10 +395,11 @@ impl DbInner {
 
     /// Moves the group's large values (at least `min_blob_size`; plain and expiring puts, never
     /// merge operands) to the active blob file, creating it (numbered like the WAL) on first
-    /// use. Returns the group with references in their place, or `None` when nothing moved.
-    /// The blob bytes are handed to the OS before this returns, so the memtable never holds a
-    /// reference a reader cannot follow. A WAL without its memtable (`disable_wal`) keeps
-    /// values inline: nothing would make their blob file durable before a flush.
+    /// use. Returns the group with references in their place, or `None` when no value or merge
+    /// operand reaches the threshold. The blob bytes are handed to the OS before this returns,
+    /// so the memtable never holds a reference a reader cannot follow. A WAL without its
+    /// memtable (`disable_wal`) keeps values inline: nothing would make their blob file durable
+    /// before a flush.
     fn separate_values(
         &self,
         group: &WriteBatch,

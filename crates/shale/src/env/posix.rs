@@ -468,8 +468,7 @@ const LOG_CHUNK_BYTES: u64 = 4 << 20;
 /// Bytes of a mapped log made writable ahead of the appends in one `madvise` call.
 const LOG_POPULATE_BYTES: u64 = 1 << 20;
 
-/// Bytes past a mapped log's end requested for writing after each append: about two small
-/// records.
+/// Bytes past a mapped log's end prefetched after each append: about two small records.
 const WRITE_AHEAD: usize = 256;
 
 /// A log written through a shared memory map: an append is a copy into the page cache, which
@@ -674,7 +673,7 @@ impl WritableFile for PosixMappedLog {
             ));
         };
         map[start..start + data.len()].copy_from_slice(data);
-        // The next records' lines, requested for writing now, are owned by the time they are
+        // The next records' lines, requested now, are in the cache by the time they are
         // written: otherwise the WAL's unlock, right after the copy, waits for them.
         let base = map.as_ptr() as usize;
         crate::prefetch::ahead_for_write(base + start, base + start + data.len(), WRITE_AHEAD);
