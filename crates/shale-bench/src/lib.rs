@@ -93,9 +93,7 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<RunRecord> {
     let f = &settings.flags;
-    let date = sysinfo::date_utc();
-    let cpu = sysinfo::cpu_description();
-    let cpu_cache = sysinfo::cpu_cache();
+    let machine = sysinfo::Machine::read();
     // The default database lives in a fresh temporary directory, removed when `_temp` drops.
     let (_temp, root) = match &f.db {
         Some(db) => (None, db.clone()),
@@ -113,9 +111,9 @@ pub fn run(
         tool: "shale-bench".to_string(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         optimized: !cfg!(debug_assertions),
-        date: date.clone(),
-        cpu: cpu.clone(),
-        cpu_cache: cpu_cache.clone(),
+        date: machine.date.clone(),
+        cpu: machine.cpu.clone(),
+        cpu_cache: machine.cpu_cache.clone(),
         workload: Workload {
             num: f.num,
             reads: settings.reads,
@@ -183,14 +181,7 @@ pub fn run(
             }
             first_output = false;
             let mut header = |o: &mut dyn Write, info: &engines::EngineInfo| {
-                output::print_header(
-                    o,
-                    settings,
-                    info,
-                    &date,
-                    cpu.as_deref(),
-                    cpu_cache.as_deref(),
-                )
+                output::print_header(o, settings, info, &machine)
             };
             let hooks = bench::SuiteHooks {
                 header: &mut header,

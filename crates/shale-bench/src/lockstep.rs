@@ -56,18 +56,9 @@ pub fn child_main(settings: &Settings, engine: &str, dir: &Path) -> i32 {
             return 2;
         }
     };
-    let date = sysinfo::date_utc();
-    let cpu = sysinfo::cpu_description();
-    let cpu_cache = sysinfo::cpu_cache();
+    let machine = sysinfo::Machine::read();
     let mut header = |o: &mut dyn Write, info: &crate::engines::EngineInfo| {
-        output::print_header(
-            o,
-            settings,
-            info,
-            &date,
-            cpu.as_deref(),
-            cpu_cache.as_deref(),
-        )
+        output::print_header(o, settings, info, &machine)
     };
     let stdin = std::io::stdin();
     let mut input = stdin.lock();

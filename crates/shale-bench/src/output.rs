@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use crate::engines::EngineInfo;
 use crate::flags::Settings;
 use crate::record::{RunRecord, Status};
+use crate::sysinfo::Machine;
 
 const RULE: &str = "------------------------------------------------";
 
@@ -15,9 +16,7 @@ pub fn print_header(
     out: &mut dyn Write,
     settings: &Settings,
     info: &EngineInfo,
-    date: &str,
-    cpu: Option<&str>,
-    cpu_cache: Option<&str>,
+    machine: &Machine,
 ) -> io::Result<()> {
     let f = &settings.flags;
     let num = f.num as f64;
@@ -36,9 +35,17 @@ pub fn print_header(
         writeln!(out, "Library:    {lib}")?;
     }
     writeln!(out, "Settings:   {}", info.settings.join(", "))?;
-    writeln!(out, "Date:       {date}")?;
-    writeln!(out, "CPU:        {}", cpu.unwrap_or("unknown"))?;
-    writeln!(out, "CPUCache:   {}", cpu_cache.unwrap_or("unknown"))?;
+    writeln!(out, "Date:       {}", machine.date)?;
+    writeln!(
+        out,
+        "CPU:        {}",
+        machine.cpu.as_deref().unwrap_or("unknown")
+    )?;
+    writeln!(
+        out,
+        "CPUCache:   {}",
+        machine.cpu_cache.as_deref().unwrap_or("unknown")
+    )?;
     writeln!(out, "Keys:       {} bytes each", f.key_size)?;
     writeln!(
         out,

@@ -119,6 +119,28 @@ pub fn disk_usage(dir: &Path) -> Result<DiskUsage> {
     Ok(total)
 }
 
+/// The machine and moment a header names: read once per run (or per `--lockstep` child).
+#[derive(Debug, Clone)]
+pub struct Machine {
+    /// When the run started ([`date_utc`]).
+    pub date: String,
+    /// CPU count and model ([`cpu_description`]).
+    pub cpu: Option<String>,
+    /// CPU cache size ([`cpu_cache`]).
+    pub cpu_cache: Option<String>,
+}
+
+impl Machine {
+    /// Reads the clock and the CPU now.
+    pub fn read() -> Machine {
+        Machine {
+            date: date_utc(),
+            cpu: cpu_description(),
+            cpu_cache: cpu_cache(),
+        }
+    }
+}
+
 /// The process's peak resident set size in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -294,7 +294,8 @@ mod tests {
                 assert_ne!(crc32c(&flipped), whole, "len {len}");
             }
         }
-        // Known values of the data block the table format spec shows.
+        // Known values: the block trailer example of docs/format/sstable.md, and RFC 3720's 32
+        // zero bytes.
         assert_eq!(crc32c(b"abc\x00"), 0x3494_0e4c);
         assert_eq!(crc32c(&[0u8; 32]), 0x8a91_36aa);
     }

@@ -2,14 +2,15 @@
 //! database keeps serving reads and writes.
 //!
 //! How: the memtable is flushed, so that every acknowledged write is in a table; the current
-//! [`Version`](crate::version::Version) is then taken under the state lock and held, which keeps its tables from being
-//! deleted by compaction while they are copied. Each table is hard-linked into the destination
-//! (tables are immutable, so sharing the inode is safe), or copied where linking fails (another
-//! filesystem). The blob files the version references are linked the same way (a blob file is
-//! complete and never written again once its WAL is retired, which the flush guarantees for
-//! every blob file a version names). Last, a fresh manifest is written in the destination listing every table at its
-//! level, with the sequence number set to the largest one in those tables and a log number past
-//! every file number, so that opening the checkpoint replays no WAL.
+//! [`Version`](crate::version::Version) is then taken under the state lock and held, which keeps
+//! its tables from being deleted by compaction while they are copied. Each table is hard-linked
+//! into the destination (tables are immutable, so sharing the inode is safe), or copied where
+//! linking fails (another filesystem). The blob files the version references are linked the same
+//! way (a blob file is complete and never written again once its WAL is retired, which the flush
+//! guarantees for every blob file a version names). Last, a fresh manifest is written in the
+//! destination listing every table at its level, with the sequence number set to the largest one in
+//! those tables and a log number past every file number, so that opening the checkpoint replays no
+//! WAL.
 //!
 //! Invariants: the checkpoint holds exactly the state of the version taken after the flush:
 //! every write acknowledged before [`Db::checkpoint`] was called, and possibly writes made while

@@ -333,7 +333,8 @@ impl DbInner {
                 // The blob writer is locked only when this group may move values to it or
                 // must sync it: a mutex costs each write two locked instructions, and each waits
                 // for the stores before it.
-                let mut blob = (sync || self.may_separate(&group)).then(|| self.blob_writer.lock());
+                let mut blob = (sync || self.separation_threshold(&group).is_some())
+                    .then(|| self.blob_writer.lock());
                 if let Some(blob) = blob.as_mut() {
                     separated = self.separate_values(&group, blob, blob_number)?;
                 }
@@ -385,12 +386,12 @@ impl DbInner {
         }
     }
 
-    /// Whether [`DbInner::separate_values`] may move any of the group's values: some value or
-    /// merge operand is large enough (operands themselves are never moved).
-    fn may_separate(&self, group: &WriteBatch) -> bool {
+    /// `min_blob_size` when [`DbInner::separate_values`] may move any of the group's values:
+    /// some value or merge operand reaches it (operands themselves are never moved).
+    fn separation_threshold(&self, group: &WriteBatch) -> Option<usize> {
         self.options
             .min_blob_size
-            .is_some_and(|min| group.max_value_len() >= min)
+            .filter(|&min| group.max_value_len() >= min)
     }
 
     /// Moves the group's large values (at least `min_blob_size`; plain and expiring puts, never
@@ -406,12 +407,9 @@ impl DbInner {
         blob: &mut Option<BlobFileWriter>,
         number: u64,
     ) -> Result<Option<WriteBatch>> {
-        let Some(min) = self.options.min_blob_size else {
+        let Some(min) = self.separation_threshold(group) else {
             return Ok(None);
         };
-        if !self.may_separate(group) {
-            return Ok(None);
-        }
         let mut out = WriteBatch::new();
         out.set_sequence(group.sequence());
         let mut reference = Vec::with_capacity(EXPIRY_PREFIX_LEN + 30);
