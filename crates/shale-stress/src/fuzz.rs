@@ -48,6 +48,7 @@ fn table_options() -> TableOptions {
         block_restart_interval: 4,
         bloom_bits_per_key: 10,
         compression: Compression::None,
+        lz4_acceleration: 1,
     }
 }
 

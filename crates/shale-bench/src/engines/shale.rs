@@ -70,6 +70,7 @@ impl ShaleEngine {
             setting("block_size", options.block_size),
             setting("bloom_bits_per_key", options.bloom_bits_per_key),
             setting("compression", format!("{:?}", options.compression)),
+            setting("flush_lz4_acceleration", options.flush_lz4_acceleration),
             setting("max_file_size", options.max_file_size),
             setting("max_subcompactions", options.max_subcompactions),
             setting("sync", config.sync),

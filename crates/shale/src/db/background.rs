@@ -454,7 +454,7 @@ pub(crate) fn build_table(
 ) -> Result<Option<FileMetaData>> {
     let path = table_file_name(dir, number);
     let file = options.fs.create(&path)?;
-    let mut builder = TableBuilder::new(TableOptions::from_options(options), file, path.clone());
+    let mut builder = TableBuilder::new(TableOptions::for_flush(options), file, path.clone());
     let mut oldest_blob = 0u64;
     while iter.valid() {
         if let Some(blob) = tally_blob_reference(iter.key(), iter.value(), blobs) {

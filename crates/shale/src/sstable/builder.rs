@@ -69,8 +69,9 @@ fn write_block(
     scratch: &mut Vec<u8>,
     raw: &[u8],
     compression: Compression,
+    lz4_acceleration: u32,
 ) -> Result<BlockHandle> {
-    let block_type = compress_block(compression, raw, scratch);
+    let block_type = compress_block(compression, lz4_acceleration, raw, scratch);
     let stored: &[u8] = if block_type == BLOCK_TYPE_NONE {
         raw
     } else {
@@ -206,6 +207,7 @@ impl TableBuilder {
             &mut self.compressed,
             &self.raw,
             self.opts.compression,
+            self.opts.lz4_acceleration,
         );
         let handle = self.remember(r)?;
         self.props.num_data_blocks += 1;
@@ -222,6 +224,7 @@ impl TableBuilder {
             &mut self.compressed,
             raw,
             compression,
+            self.opts.lz4_acceleration,
         );
         self.remember(r)
     }

@@ -221,9 +221,9 @@ pub fn encode_block_trailer(contents: &[u8], block_type: u8) -> [u8; BLOCK_TRAIL
 
 /// Appends the fixed32 LE length of `raw` and `raw` as one LZ4 block (the reference C library,
 /// whose decoder took half the instructions of `lz4_flex` on the benchmark's table blocks,
-/// measured with callgrind) to `out`.
+/// measured with callgrind), compressed with `acceleration` (1: LZ4's default), to `out`.
 /// Returns false if the block is too large for LZ4 or the library fails.
-fn lz4_compress(raw: &[u8], out: &mut Vec<u8>) -> bool {
+fn lz4_compress(raw: &[u8], acceleration: u32, out: &mut Vec<u8>) -> bool {
     let Ok(len) = std::os::raw::c_int::try_from(raw.len()) else {
         return false;
     };
@@ -238,14 +238,18 @@ fn lz4_compress(raw: &[u8], out: &mut Vec<u8>) -> bool {
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.reserve(capacity);
     let start = out.len();
+    // LZ4 treats anything below 1 as 1 and clamps large values itself.
+    let acceleration =
+        std::os::raw::c_int::try_from(acceleration).unwrap_or(std::os::raw::c_int::MAX);
     // SAFETY: `raw` is readable for `len` bytes; the destination is `out`'s spare capacity,
-    // at least `bound` writable bytes, and LZ4_compress_default writes at most `bound` bytes.
+    // at least `bound` writable bytes, and LZ4_compress_fast writes at most `bound` bytes.
     let written = unsafe {
-        lz4_sys::LZ4_compress_default(
+        lz4_sys::LZ4_compress_fast(
             raw.as_ptr().cast(),
             out.as_mut_ptr().add(start).cast(),
             len,
             bound,
+            acceleration,
         )
     };
     let Ok(written) = usize::try_from(written) else {
@@ -293,9 +297,15 @@ fn lz4_decompress(body: &[u8], max_len: usize) -> std::result::Result<Vec<u8>, S
 }
 
 /// Compresses `raw` with `compression` into `out` (cleared first) and returns the type byte to
-/// store. Returns [`BLOCK_TYPE_NONE`] (and leaves `out` empty) when the codec fails or saves less
-/// than 12.5%, in which case the caller stores `raw` itself.
-pub fn compress_block(compression: Compression, raw: &[u8], out: &mut Vec<u8>) -> u8 {
+/// store. `lz4_acceleration` applies to LZ4 only (1: LZ4's default). Returns
+/// [`BLOCK_TYPE_NONE`] (and leaves `out` empty) when the codec fails or saves less than 12.5%,
+/// in which case the caller stores `raw` itself.
+pub fn compress_block(
+    compression: Compression,
+    lz4_acceleration: u32,
+    raw: &[u8],
+    out: &mut Vec<u8>,
+) -> u8 {
     out.clear();
     let block_type = match compression {
         Compression::None => return BLOCK_TYPE_NONE,
@@ -309,7 +319,7 @@ pub fn compress_block(compression: Compression, raw: &[u8], out: &mut Vec<u8>) -
         }
         Compression::Lz4 => {
             // Fixed32 LE uncompressed length, then one LZ4 block.
-            if !lz4_compress(raw, out) {
+            if !lz4_compress(raw, lz4_acceleration, out) {
                 out.clear();
             }
             BLOCK_TYPE_LZ4
@@ -576,7 +586,7 @@ mod tests {
             Compression::Zstd(3),
         ] {
             let mut out = Vec::new();
-            let t = compress_block(c, &compressible, &mut out);
+            let t = compress_block(c, 1, &compressible, &mut out);
             assert_eq!(t, c.code(), "{c:?}");
             let stored = if t == BLOCK_TYPE_NONE {
                 compressible.clone()
@@ -590,7 +600,7 @@ mod tests {
                 decode_block(&p(), 0, with_trailer, true).expect("decode"),
                 compressible
             );
-            assert_eq!(compress_block(c, &random, &mut out), BLOCK_TYPE_NONE);
+            assert_eq!(compress_block(c, 1, &random, &mut out), BLOCK_TYPE_NONE);
             assert!(out.is_empty());
         }
     }

@@ -61,6 +61,9 @@ pub struct TableOptions {
     pub bloom_bits_per_key: u32,
     /// How data and index blocks are compressed.
     pub compression: Compression,
+    /// LZ4's acceleration when `compression` is LZ4 (1: LZ4's default). Only the writer uses
+    /// it; every acceleration writes the same format.
+    pub lz4_acceleration: u32,
 }
 
 impl TableOptions {
@@ -72,6 +75,16 @@ impl TableOptions {
             block_restart_interval: o.block_restart_interval,
             bloom_bits_per_key: o.bloom_bits_per_key,
             compression: o.compression,
+            lz4_acceleration: 1,
+        }
+    }
+
+    /// The settings of the tables a flush writes: as [`TableOptions::from_options`], with
+    /// [`crate::Options::flush_lz4_acceleration`].
+    pub fn for_flush(o: &crate::Options) -> TableOptions {
+        TableOptions {
+            lz4_acceleration: o.flush_lz4_acceleration,
+            ..TableOptions::from_options(o)
         }
     }
 }

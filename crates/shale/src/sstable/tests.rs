@@ -39,6 +39,7 @@ fn table_opts(compression: Compression, bloom: u32, block_size: usize) -> TableO
         block_restart_interval: 4,
         bloom_bits_per_key: bloom,
         compression,
+        lz4_acceleration: 1,
     }
 }
 
@@ -268,6 +269,42 @@ fn round_trip_every_codec_with_and_without_bloom() {
             }
         }
     }
+}
+
+/// Every LZ4 acceleration writes the same format: a table written faster reads back the same
+/// entries through a reader that knows nothing of how it was written, and still compresses.
+#[test]
+fn lz4_accelerations_write_tables_that_read_back_the_same() {
+    let entries = dataset(400, 3, 5);
+    let raw: u64 = entries
+        .iter()
+        .map(|(k, v)| (k.len() + v.len()) as u64)
+        .sum();
+    let mut sizes = Vec::new();
+    for acceleration in [1, 2, 8, 65537, u32::MAX] {
+        let fs = MemFs::new();
+        let path = PathBuf::from("/db/000009.sst");
+        let mut opts = table_opts(Compression::Lz4, 10, 1024);
+        opts.lz4_acceleration = acceleration;
+        let props = write_table(&fs, &path, &opts, &entries);
+        let t = open(&fs, &path, &table_opts(Compression::Lz4, 10, 1024), None).expect("open");
+        assert_eq!(t.properties(), &props);
+        assert!(
+            props.data_size < raw,
+            "acceleration {acceleration} stored {} of {raw}",
+            props.data_size
+        );
+        assert_eq!(t.verify().expect("verify"), entries.len() as u64);
+        let mut it = t.iter(ReadFlags::default());
+        assert_eq!(
+            scan_forward(&mut it).expect("scan"),
+            entries,
+            "acceleration {acceleration}"
+        );
+        sizes.push(props.data_size);
+    }
+    // Faster settings find fewer matches: the default compresses best.
+    assert!(sizes.iter().all(|&s| s >= sizes[0]), "{sizes:?}");
 }
 
 /// Point lookups through a cache far smaller than the table: once the cache has filled, most
@@ -841,7 +878,12 @@ fn readers_are_shareable_between_threads() {
     assert_send_sync::<TableReader>();
     assert_send_sync::<BlockCache>();
     assert_send::<TableIterator>();
-    let _ = TableOptions::from_options(&crate::Options::default());
+    let defaults = crate::Options::default();
+    assert_eq!(TableOptions::from_options(&defaults).lz4_acceleration, 1);
+    assert_eq!(
+        TableOptions::for_flush(&defaults).lz4_acceleration,
+        defaults.flush_lz4_acceleration
+    );
     let flags = ReadFlags::default();
     assert!(flags.verify_checksums && flags.fill_cache);
 }
