@@ -17,6 +17,12 @@
 //! readers then queue on; a block read again soon still gets in on its second read. Scans read
 //! each block once, so they no longer flush a warm cache either.
 //!
+//! Lending: the database may borrow room in the cache for other memory that is only worth
+//! keeping while the cache does not need the room (spare memtable chunks, see
+//! `memtable::ChunkPool`). Room is lent only out of what the cached blocks leave free, and while
+//! some is lent, a block is cached only if it fits beside the loan, without evicting. The
+//! blocks and the loans together stay within the capacity.
+//!
 //! Thread-safety: `Send + Sync`; lookups and inserts lock one shard (quick_cache's sharded
 //! CLOCK-Pro cache), so readers on different blocks rarely contend. An insert that would wait
 //! for a shard's lock is skipped instead: the block is already in the reader's hands.
@@ -165,6 +171,8 @@ pub struct BlockCache {
     /// Inserts while not yet `filled`, per thread stripe, to space out the fill checks.
     inserts_while_filling: StripedCounter,
     doorkeeper: Doorkeeper,
+    /// Bytes of the capacity lent out ([`BlockCache::try_lend`]).
+    lent: AtomicUsize,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -196,6 +204,7 @@ impl BlockCache {
             filled: AtomicBool::new(false),
             inserts_while_filling: StripedCounter::default(),
             doorkeeper: Doorkeeper::new(capacity_bytes),
+            lent: AtomicUsize::new(0),
         }
     }
 
@@ -263,6 +272,15 @@ impl BlockCache {
         let Some(c) = &self.inner else {
             return false;
         };
+        let lent = self.lent.load(Ordering::Relaxed);
+        if lent > 0 {
+            // Room is lent out: cache the block only if it fits beside the loan, so that
+            // evicting for it cannot take back what was lent.
+            let weight = quick_cache::Weighter::weight(&BlockWeighter, &(cache_id, offset), &block);
+            if c.weight() + weight + lent as u64 > self.capacity as u64 {
+                return false;
+            }
+        }
         let filled = self.filled.load(Ordering::Relaxed);
         if c.try_insert((cache_id, offset), block).is_err() {
             return false;
@@ -274,6 +292,34 @@ impl BlockCache {
             self.filled.store(true, Ordering::Relaxed);
         }
         true
+    }
+
+    /// Lends `bytes` of the capacity, if the cached blocks and earlier loans leave that much
+    /// free; returns whether it did. Give it back with [`BlockCache::repay`].
+    pub(crate) fn try_lend(&self, bytes: usize) -> bool {
+        let Some(c) = &self.inner else {
+            return false;
+        };
+        let free = self.capacity.saturating_sub(c.weight() as usize);
+        self.lent
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |lent| {
+                lent.checked_add(bytes).filter(|&after| after <= free)
+            })
+            .is_ok()
+    }
+
+    /// Takes back `bytes` lent by [`BlockCache::try_lend`].
+    pub(crate) fn repay(&self, bytes: usize) {
+        let _ = self
+            .lent
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |lent| {
+                Some(lent.saturating_sub(bytes))
+            });
+    }
+
+    /// Bytes of the capacity lent out now.
+    pub fn lent(&self) -> usize {
+        self.lent.load(Ordering::Relaxed)
     }
 
     /// Whether admission has begun to turn blocks away (the cache has been full).
@@ -338,6 +384,49 @@ mod tests {
         cache.evict_table(1);
         assert!(cache.is_empty());
         assert_eq!(cache.usage(), 0);
+    }
+
+    #[test]
+    fn lent_room_is_kept_free_of_blocks_until_it_is_repaid() {
+        let capacity = 64 * 1024;
+        let cache = BlockCache::new(capacity);
+        let b = block(1000);
+        let weight = b.memory_bytes() + ENTRY_OVERHEAD_BYTES;
+        // Room is lent only out of what the blocks leave free.
+        assert!(cache.try_lend(capacity / 2));
+        assert!(!cache.try_lend(capacity / 2 + 1));
+        assert!(cache.try_lend(capacity / 4));
+        assert_eq!(cache.lent(), capacity / 4 * 3);
+        // Blocks fill only what is not lent, and do not evict each other for more.
+        let mut cached = 0;
+        for i in 0..100 {
+            cached += usize::from(cache.insert(3, i * 2000, b.clone()));
+            assert!(
+                cache.usage() + cache.lent() <= capacity,
+                "usage {}",
+                cache.usage()
+            );
+        }
+        assert!(
+            cached >= 1 && cached <= capacity / 4 / weight,
+            "{cached} cached"
+        );
+        assert!(cache.usage() <= capacity / 4, "usage {}", cache.usage());
+        // The blocks leave less to lend.
+        assert!(!cache.try_lend(capacity / 4 - cache.usage() + 1));
+        // Repaid, the room is the blocks' again.
+        cache.repay(capacity / 4 * 3);
+        assert_eq!(cache.lent(), 0);
+        for i in 100..200 {
+            cache.insert(3, i * 2000, b.clone());
+        }
+        assert!(cache.usage() > capacity / 2, "usage {}", cache.usage());
+        assert!(!cache.try_lend(capacity), "nothing free to lend");
+        // Repaying more than was lent leaves nothing lent, not an underflow.
+        cache.repay(1);
+        assert_eq!(cache.lent(), 0);
+        // A cache of no capacity lends nothing.
+        assert!(!BlockCache::new(0).try_lend(1));
     }
 
     #[test]

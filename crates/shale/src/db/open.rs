@@ -128,7 +128,13 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     )?;
     fs.sync_dir(dir)?;
 
-    let chunk_pool = ChunkPool::new(options.write_buffer_size);
+    let chunk_pool = ChunkPool::new(
+        options.write_buffer_size,
+        options
+            .write_buffer_size
+            .saturating_mul(options.max_write_buffer_number),
+        block_cache.clone(),
+    );
     let mem = Arc::new(super::new_memtable(&options, &icmp, &chunk_pool));
     let inner = Arc::new(build_inner(Parts {
         chunk_pool,
@@ -294,7 +300,7 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
         &mut edit,
     )?;
     let inner = Arc::new(build_inner(Parts {
-        chunk_pool: ChunkPool::new(0),
+        chunk_pool: ChunkPool::new(0, 0, None),
         dir,
         blob_cache,
         options,

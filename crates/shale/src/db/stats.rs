@@ -147,8 +147,13 @@ pub struct DbStats {
     pub filtered_dropped: u64,
     /// Bytes held by memtables.
     pub memtable_bytes: u64,
+    /// Bytes of spare memtable memory kept for the next memtables (freed once writes pause).
+    pub memtable_spare_bytes: u64,
     /// Bytes held by the block cache.
     pub block_cache_usage: u64,
+    /// Bytes of the block cache's capacity lent to spare memtable memory: the memory beyond one
+    /// write buffer's worth of memtables and spares, which the cache leaves free meanwhile.
+    pub block_cache_lent: u64,
     /// Capacity of the block cache.
     pub block_cache_capacity: u64,
     /// Block cache hits.
@@ -186,14 +191,15 @@ impl DbInner {
                 .iter()
                 .map(|m| m.approximate_memory_usage())
                 .sum::<usize>();
-        let (usage, capacity, hits, misses) = match &self.block_cache {
+        let (usage, capacity, lent, hits, misses) = match &self.block_cache {
             Some(cache) => (
                 cache.usage() as u64,
                 cache.capacity() as u64,
+                cache.lent() as u64,
                 cache.hits(),
                 cache.misses(),
             ),
-            None => (0, 0, 0, 0),
+            None => (0, 0, 0, 0, 0),
         };
         DbStats {
             levels,
@@ -236,7 +242,9 @@ impl DbInner {
             expired_bytes_reclaimed: load(&c.expired_bytes_reclaimed),
             filtered_dropped: load(&c.filtered_dropped),
             memtable_bytes: memtable_bytes as u64,
+            memtable_spare_bytes: self.chunk_pool.spare_bytes() as u64,
             block_cache_usage: usage,
+            block_cache_lent: lent,
             block_cache_capacity: capacity,
             block_cache_hits: hits,
             block_cache_misses: misses,
@@ -348,10 +356,13 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     );
     let _ = writeln!(
         out,
-        "Memtables: {:.1} MB; block cache: {:.1} / {:.1} MB, {} hits, {} misses",
+        "Memtables: {:.1} MB, {:.1} MB spare; block cache: {:.1} / {:.1} MB ({:.1} MB lent to \
+         the spares), {} hits, {} misses",
         mb(s.memtable_bytes),
+        mb(s.memtable_spare_bytes),
         mb(s.block_cache_usage),
         mb(s.block_cache_capacity),
+        mb(s.block_cache_lent),
         s.block_cache_hits,
         s.block_cache_misses
     );

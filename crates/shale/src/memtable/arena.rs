@@ -12,8 +12,9 @@
 //!
 //! Regular chunks are anonymous memory maps. A database's arenas share a [`ChunkPool`]: a
 //! dropped arena (a flushed memtable) leaves its chunks there for the next one, so the memory
-//! of a steady stream of memtables is mapped and faulted in once, and the resident memory of
-//! the memtables is what they hold plus at most one write buffer of spare chunks.
+//! of a steady stream of memtables is mapped and faulted in once. The memtables and the spare
+//! chunks stay within the write buffers, and spares beyond one write buffer's worth borrow
+//! their room from the block cache.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -21,6 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+
+use crate::cache::BlockCache;
 
 /// Bytes in a regular chunk.
 pub(crate) const CHUNK_BYTES: usize = 256 * 1024;
@@ -60,17 +63,28 @@ impl Drop for HeapBlock {
 
 /// Spare regular chunks of dropped arenas, for the next arenas of the same database.
 ///
-/// Spares are kept only while the chunks in use plus the spares fit in the pool's size (one
-/// write buffer). When a flushed memtable is dropped, the active memtable's chunks are in use,
-/// so the spares are what the active memtable can still grow into: the pool never adds to the
-/// peak of the memtables themselves. Once writes pause (no chunk drawn for
-/// [`SPARES_IDLE_AFTER`]), background work unmaps the spares ([`ChunkPool::take_idle_spares`]),
-/// so reads do not share memory with idle spares.
+/// The chunks in use plus the spares stay within all the write buffers (`max_chunks`), and the
+/// spares beyond what the chunks in use leave of one write buffer (`free_chunks`) are
+/// borrowed from the block cache: kept only while the cache lends the room
+/// ([`BlockCache::try_lend`]), and the room is given back as soon as they are used or
+/// unmapped. Spares within one write buffer are what the active memtable can still grow into
+/// when a flushed one is dropped; the borrowed ones are the next memtable's, so a steady stream
+/// of memtables reuses the same memory instead of mapping and zeroing fresh pages for each
+/// (the kernel's work per fresh page took a fifth of a batch load's writer thread). The
+/// memtables, the spares and the cached blocks together stay within the write buffers plus
+/// the cache's capacity.
+///
+/// Once writes pause (no chunk drawn for [`SPARES_IDLE_AFTER`]), background work unmaps the
+/// spares ([`ChunkPool::take_idle_spares`]), so reads do not share memory with idle spares.
 pub(crate) struct ChunkPool {
     #[cfg(not(miri))]
     state: Mutex<PoolState>,
+    /// Chunks in use plus spares that cost nothing beyond one write buffer.
+    free_chunks: usize,
     /// Chunks in use plus spares, at most (spares beyond it are unmapped).
     max_chunks: usize,
+    /// Lends the room of the spares beyond `free_chunks`; without it there are none.
+    cache: Option<Arc<BlockCache>>,
 }
 
 /// How long no arena may have drawn a chunk before the spares count as idle.
@@ -89,25 +103,53 @@ struct PoolState {
     in_use: usize,
     /// When an arena last asked for a chunk.
     last_draw: Option<Instant>,
+    /// Chunks' worth of room borrowed from the cache: always `borrowed()` of the state.
+    lent: usize,
+}
+
+#[cfg(not(miri))]
+impl PoolState {
+    /// Spares beyond what the chunks in use leave of `free_chunks`, with `extra` more spares.
+    fn borrowed(&self, free_chunks: usize, extra: usize) -> usize {
+        (self.spare.len() + extra).saturating_sub(free_chunks.saturating_sub(self.in_use))
+    }
 }
 
 impl ChunkPool {
-    /// A pool for arenas that together usually hold up to `max_bytes`.
-    pub(crate) fn new(max_bytes: usize) -> Arc<ChunkPool> {
+    /// A pool for arenas that together usually hold up to `write_buffers_bytes`, whose spares
+    /// cost nothing within `free_bytes` and borrow room from `cache` beyond it.
+    pub(crate) fn new(
+        free_bytes: usize,
+        write_buffers_bytes: usize,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Arc<ChunkPool> {
         Arc::new(ChunkPool {
             #[cfg(not(miri))]
             state: Mutex::new(PoolState::default()),
-            max_chunks: max_bytes / CHUNK_BYTES,
+            free_chunks: free_bytes / CHUNK_BYTES,
+            max_chunks: write_buffers_bytes.max(free_bytes) / CHUNK_BYTES,
+            cache,
         })
     }
 
     /// Bytes of the spare chunks held now.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn spare_bytes(&self) -> usize {
         #[cfg(not(miri))]
         return self.state.lock().spare.len() * CHUNK_BYTES;
         #[cfg(miri)]
         return 0;
+    }
+
+    /// Gives the cache back the room the spares no longer borrow.
+    #[cfg(not(miri))]
+    fn settle(&self, state: &mut PoolState) {
+        let borrowed = state.borrowed(self.free_chunks, 0);
+        if state.lent > borrowed {
+            if let Some(cache) = &self.cache {
+                cache.repay((state.lent - borrowed) * CHUNK_BYTES);
+            }
+            state.lent = borrowed;
+        }
     }
 
     /// A spare chunk if there is one; either way the caller's next chunk counts as in use.
@@ -116,7 +158,9 @@ impl ChunkPool {
         let mut state = self.state.lock();
         state.in_use += 1;
         state.last_draw = Some(Instant::now());
-        state.spare.pop()
+        let spare = state.spare.pop();
+        self.settle(&mut state);
+        spare
     }
 
     /// The spares, if no arena has asked for a chunk for [`SPARES_IDLE_AFTER`] before `now`:
@@ -130,7 +174,9 @@ impl ChunkPool {
                 .last_draw
                 .is_none_or(|t| now.saturating_duration_since(t) >= SPARES_IDLE_AFTER);
             if idle {
-                IdleSpares(std::mem::take(&mut state.spare))
+                let spares = std::mem::take(&mut state.spare);
+                self.settle(&mut state);
+                IdleSpares(spares)
             } else {
                 IdleSpares(Vec::new())
             }
@@ -153,11 +199,29 @@ impl ChunkPool {
     /// Takes back a chunk of a dropped arena: kept if there is room, otherwise unmapped.
     #[cfg(not(miri))]
     fn give(&self, map: memmap2::MmapMut) {
-        let mut state = self.state.lock();
-        state.in_use = state.in_use.saturating_sub(1);
-        if state.in_use + state.spare.len() < self.max_chunks {
-            state.spare.push(map);
-        }
+        let unwanted = {
+            let mut state = self.state.lock();
+            state.in_use = state.in_use.saturating_sub(1);
+            self.settle(&mut state);
+            let to_borrow = state
+                .borrowed(self.free_chunks, 1)
+                .saturating_sub(state.lent);
+            let keep = state.in_use + state.spare.len() < self.max_chunks
+                && (to_borrow == 0
+                    || self
+                        .cache
+                        .as_ref()
+                        .is_some_and(|c| c.try_lend(to_borrow * CHUNK_BYTES)));
+            if keep {
+                state.lent += to_borrow;
+                state.spare.push(map);
+                None
+            } else {
+                Some(map)
+            }
+        };
+        // Unmapped outside the lock: a writer drawing a chunk need not wait for it.
+        drop(unwanted);
     }
 
     /// A chunk counted by `take` never reached an arena (its map failed).
@@ -165,6 +229,16 @@ impl ChunkPool {
     fn forget(&self) {
         let mut state = self.state.lock();
         state.in_use = state.in_use.saturating_sub(1);
+        self.settle(&mut state);
+    }
+}
+
+impl Drop for ChunkPool {
+    fn drop(&mut self) {
+        #[cfg(not(miri))]
+        if let Some(cache) = &self.cache {
+            cache.repay(self.state.get_mut().lent * CHUNK_BYTES);
+        }
     }
 }
 
@@ -375,7 +449,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "memory maps are not available under miri")]
     fn a_pool_recycles_chunks_within_its_size_and_lets_idle_ones_go() {
-        let pool = ChunkPool::new(4 * CHUNK_BYTES);
+        let pool = ChunkPool::new(4 * CHUNK_BYTES, 8 * CHUNK_BYTES, None);
         let fill = |arena: &mut Arena, chunks: usize| -> Vec<usize> {
             (0..chunks)
                 .map(|_| arena.allocate(CHUNK_BYTES / 4, 8).as_ptr() as usize)
@@ -416,5 +490,79 @@ mod tests {
         let p = third.allocate(64, 8);
         // SAFETY: the arena just handed out 64 writable bytes at `p`.
         unsafe { std::ptr::write_bytes(p.as_ptr(), 0xab, 64) };
+    }
+
+    /// An arena holding `chunks` regular chunks of `pool`.
+    #[cfg(not(miri))]
+    fn arena_of(pool: &Arc<ChunkPool>, chunks: usize) -> Arena {
+        let mut arena = Arena::with_pool(Some(pool.clone()));
+        for _ in 0..chunks * 4 {
+            arena.allocate(CHUNK_BYTES / 4, 8);
+        }
+        assert_eq!(arena.reserved_bytes(), chunks * CHUNK_BYTES);
+        arena
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "memory maps are not available under miri")]
+    fn spares_beyond_one_write_buffer_borrow_room_from_the_cache() {
+        let cache = Arc::new(BlockCache::new(3 * CHUNK_BYTES));
+        // One write buffer of 2 chunks, two of them in all.
+        let pool = ChunkPool::new(2 * CHUNK_BYTES, 4 * CHUNK_BYTES, Some(cache.clone()));
+        let flushed = arena_of(&pool, 2);
+        let active = arena_of(&pool, 2);
+        // The active memtable fills a write buffer: the flushed one's chunks are the next
+        // memtable's, kept on loan from the cache.
+        drop(flushed);
+        assert_eq!(pool.spare_bytes(), 2 * CHUNK_BYTES);
+        assert_eq!(cache.lent(), 2 * CHUNK_BYTES);
+        // The next memtable takes one: one chunk less on loan.
+        let next = arena_of(&pool, 1);
+        assert_eq!(
+            (pool.spare_bytes(), cache.lent()),
+            (CHUNK_BYTES, CHUNK_BYTES)
+        );
+        // The active memtable flushed: one chunk in use, so one spare is free of charge; the
+        // chunks in use and the spares stay within the two write buffers.
+        drop(active);
+        assert_eq!(pool.spare_bytes(), 3 * CHUNK_BYTES);
+        assert_eq!(cache.lent(), 2 * CHUNK_BYTES);
+        // Writes pause: the spares go, and with them the loan.
+        assert!(!pool
+            .take_idle_spares(Instant::now() + SPARES_IDLE_AFTER)
+            .is_empty());
+        assert_eq!((pool.spare_bytes(), cache.lent()), (0, 0));
+        drop(next);
+        assert_eq!((pool.spare_bytes(), cache.lent()), (CHUNK_BYTES, 0));
+        drop(pool.take_idle_spares(Instant::now() + SPARES_IDLE_AFTER));
+
+        // A cache with blocks in it lends only the room they leave.
+        let mut builder = crate::sstable::block::BlockBuilder::new(16);
+        builder.add(b"k", &[7u8; 8000]);
+        let block = Arc::new(crate::sstable::block::Block::new(builder.finish()).expect("block"));
+        let full = Arc::new(BlockCache::new(3 * CHUNK_BYTES));
+        let mut offset = 0;
+        while full.usage() < CHUNK_BYTES * 3 / 2 {
+            assert!(full.insert(1, offset, block.clone()));
+            offset += 1;
+        }
+        assert!(full.usage() < CHUNK_BYTES * 2);
+        let pool = ChunkPool::new(2 * CHUNK_BYTES, 4 * CHUNK_BYTES, Some(full.clone()));
+        let flushed = arena_of(&pool, 2);
+        let active = arena_of(&pool, 2);
+        drop(flushed);
+        assert_eq!(pool.spare_bytes(), CHUNK_BYTES);
+        assert_eq!(full.lent(), CHUNK_BYTES);
+        // Dropping the pool repays the cache.
+        drop(active);
+        drop(pool);
+        assert_eq!(full.lent(), 0);
+
+        // Without a cache to borrow from, spares stay within one write buffer.
+        let pool = ChunkPool::new(2 * CHUNK_BYTES, 4 * CHUNK_BYTES, None);
+        let flushed = arena_of(&pool, 2);
+        let _active = arena_of(&pool, 2);
+        drop(flushed);
+        assert_eq!(pool.spare_bytes(), 0);
     }
 }
