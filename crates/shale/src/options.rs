@@ -83,7 +83,9 @@ pub struct Options {
     /// Keys between restart points inside a block. Default: 16.
     pub block_restart_interval: usize,
     /// Memory the block cache may hold, in bytes: its uncompressed blocks, counted with their
-    /// buffers' capacity and the cache's own per-block overhead. Default: 8 MiB.
+    /// buffers' capacity and the cache's own per-block overhead. Room the blocks leave free is
+    /// lent to spare memtable memory during writes (beyond one write buffer's worth), and holds
+    /// no blocks until it is repaid. Default: 8 MiB.
     pub block_cache_capacity: usize,
     /// Bloom filter bits per key; 0 turns filters off. Default: 10 (about 1% false positives).
     pub bloom_bits_per_key: u32,
