@@ -91,9 +91,9 @@ pub struct Options {
     pub bloom_bits_per_key: u32,
     /// Block compression. Default: LZ4.
     pub compression: Compression,
-    /// LZ4's acceleration for the tables a flush writes, when `compression` is LZ4: 1 is LZ4's
-    /// default, which compactions use; each step up trades some compression for speed, in the
-    /// same format. Default: 2.
+    /// LZ4's acceleration for the tables a flush writes (recovery's flushes of replayed WALs
+    /// too), when `compression` is LZ4: 1 is LZ4's default, which compactions use; each step up
+    /// trades some compression for speed, in the same format. Default: 2.
     ///
     /// A flush runs beside the writers and, in a batch load, sets their pace. Its tables are
     /// level 0's, which compactions rewrite with the default; a table moved down whole (a

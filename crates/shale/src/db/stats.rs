@@ -147,7 +147,8 @@ pub struct DbStats {
     pub filtered_dropped: u64,
     /// Bytes held by memtables.
     pub memtable_bytes: u64,
-    /// Bytes of spare memtable memory kept for the next memtables (freed once writes pause).
+    /// Bytes of spare memtable memory kept for the next memtables; unmapped by a background
+    /// thread once no memtable has taken memory for 200 ms.
     pub memtable_spare_bytes: u64,
     /// Bytes held by the block cache.
     pub block_cache_usage: u64,
