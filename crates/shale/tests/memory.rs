@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 
 use shale::{Db, Options, WriteBatch};
 
+/// One block's weight in the cache, and more: the overlap a concurrent loan may leave.
+const SLACK: u64 = 16 << 10;
+
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
@@ -45,8 +48,10 @@ fn spares_and_the_cache_loan_are_given_back_once_writes_pause() {
         let stats = db.stats();
         most_lent = most_lent.max(stats.block_cache_lent);
         most_spare = most_spare.max(stats.memtable_spare_bytes);
+        // A loan taken while a block is being inserted may overlap it by that block (the
+        // check and the insert are not one step): a few KiB of slack, not more.
         assert!(
-            stats.block_cache_usage + stats.block_cache_lent <= stats.block_cache_capacity,
+            stats.block_cache_usage + stats.block_cache_lent <= stats.block_cache_capacity + SLACK,
             "{stats:?}"
         );
         assert!(

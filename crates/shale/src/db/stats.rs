@@ -192,16 +192,18 @@ impl DbInner {
                 .iter()
                 .map(|m| m.approximate_memory_usage())
                 .sum::<usize>();
-        let (usage, capacity, lent, hits, misses) = match &self.block_cache {
+        let (usage, capacity, hits, misses) = match &self.block_cache {
             Some(cache) => (
                 cache.usage() as u64,
                 cache.capacity() as u64,
-                cache.lent() as u64,
                 cache.hits(),
                 cache.misses(),
             ),
-            None => (0, 0, 0, 0, 0),
+            None => (0, 0, 0, 0),
         };
+        // The database's pool is the only borrower of its cache; its two figures are read under
+        // one lock, so the loan never shows more than the spares it is for.
+        let (spare, lent) = self.chunk_pool.spare_and_lent_bytes();
         DbStats {
             levels,
             user_bytes_written: user,
@@ -243,9 +245,9 @@ impl DbInner {
             expired_bytes_reclaimed: load(&c.expired_bytes_reclaimed),
             filtered_dropped: load(&c.filtered_dropped),
             memtable_bytes: memtable_bytes as u64,
-            memtable_spare_bytes: self.chunk_pool.spare_bytes() as u64,
+            memtable_spare_bytes: spare as u64,
             block_cache_usage: usage,
-            block_cache_lent: lent,
+            block_cache_lent: lent as u64,
             block_cache_capacity: capacity,
             block_cache_hits: hits,
             block_cache_misses: misses,

@@ -135,11 +135,21 @@ impl ChunkPool {
     }
 
     /// Bytes of the spare chunks held now.
+    #[cfg(test)]
     pub(crate) fn spare_bytes(&self) -> usize {
+        self.spare_and_lent_bytes().0
+    }
+
+    /// Bytes of the spare chunks held now and of the cache's room they borrow, read together
+    /// (the loan is never more than the spares).
+    pub(crate) fn spare_and_lent_bytes(&self) -> (usize, usize) {
         #[cfg(not(miri))]
-        return self.state.lock().spare.len() * CHUNK_BYTES;
+        {
+            let state = self.state.lock();
+            (state.spare.len() * CHUNK_BYTES, state.lent * CHUNK_BYTES)
+        }
         #[cfg(miri)]
-        return 0;
+        (0, 0)
     }
 
     /// Gives the cache back the room the spares no longer borrow.
