@@ -80,11 +80,15 @@ impl DbInner {
                 MutexGuard::unlocked(&mut state, || drop(spares));
                 continue;
             }
-            // Spares not yet idle are looked at again once they may be.
-            let spares_wait = self
-                .chunk_pool
-                .has_spares()
-                .then_some(crate::memtable::SPARES_IDLE_AFTER);
+            // Spares not yet idle are looked at again once they may be. So are those still to
+            // come: a flushed memtable a reader still holds gives its chunks to the pool when the
+            // reader lets go, and nothing wakes this thread then.
+            let spares_wait = (self.chunk_pool.has_spares()
+                || state
+                    .flushed_mems
+                    .iter()
+                    .any(|(mem, _)| mem.strong_count() > 0))
+            .then_some(crate::memtable::SPARES_IDLE_AFTER);
             let expiry_wait = match state.versions.next_file_expiry() {
                 Some(expiry) if can_compact => Some(
                     Duration::from_micros(expiry.saturating_sub(now))
