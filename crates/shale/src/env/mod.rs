@@ -28,6 +28,16 @@ pub use posix::PosixFs;
 pub trait WritableFile: Send + Sync {
     /// Appends `data` at the end of the file (possibly into a user-space buffer).
     fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Appends `parts` one after another, as one append of their concatenation would. A file
+    /// may write them in one system call (a log's framed record: headers between pieces of
+    /// the payload). The default appends each non-empty part in turn; after an error, any
+    /// prefix of the bytes may have been appended.
+    fn append_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            self.append(part)?;
+        }
+        Ok(())
+    }
     /// Hands buffered bytes to the operating system.
     fn flush(&mut self) -> Result<()>;
     /// Flushes, then makes every appended byte durable (fdatasync).

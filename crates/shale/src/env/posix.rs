@@ -471,6 +471,65 @@ const LOG_POPULATE_BYTES: u64 = 1 << 20;
 /// Bytes past a mapped log's end prefetched after each append: about two small records.
 const WRITE_AHEAD: usize = 256;
 
+/// A mapped log's record at least this large goes to the file in one `pwritev` instead of
+/// through the map. Why: each page a record fills through the map first takes a write fault
+/// (a populate window's, or its own), and a reused log's pages, cleaned by writeback since
+/// the old log, go through the file system's `page_mkwrite` again; a `write` copies into the
+/// same page cache pages with one call for the whole record. Small records stay on the map,
+/// where they cost no system call at all.
+const LOG_DIRECT_WRITE_BYTES: usize = 32 << 10;
+
+/// Writes `parts`, one after another, at `offset` of `file`, retrying short writes.
+fn write_all_at(file: &File, mut offset: u64, parts: &[&[u8]]) -> std::io::Result<()> {
+    // At most this many parts per call (Linux's `IOV_MAX` is 1024).
+    const MAX_PARTS: usize = 512;
+    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    let mut first = 0;
+    while first < parts.len() {
+        let batch = &parts[first..parts.len().min(first + MAX_PARTS)];
+        let iov: Vec<libc::iovec> = batch
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            })
+            .collect();
+        let Ok(at) = libc::off_t::try_from(offset) else {
+            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        // SAFETY: every iovec points into a live slice of `parts` of the given length, which
+        // the kernel only reads; the descriptor is owned by `file`.
+        let n =
+            unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, at) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        // Skip the parts written, and the written head of a part cut short.
+        let mut n = n as usize;
+        offset += n as u64;
+        while n > 0 {
+            let Some(part) = parts.get_mut(first) else {
+                break;
+            };
+            if n >= part.len() {
+                n -= part.len();
+                first += 1;
+            } else {
+                *part = &part[n..];
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A log written through a shared memory map: an append is a copy into the page cache, which
 /// survives a process crash like a `write` does, without a system call per record. The map
 /// covers a chunk of the file's address range; the file itself is extended, and its blocks
@@ -494,6 +553,10 @@ struct PosixMappedLog {
     /// Bytes from the start of the map already faulted in writable; `u64::MAX` once the
     /// kernel refused to populate, so appends take their page faults as they come.
     populated: u64,
+    /// The last record went to the file by `pwritev` (or none was written yet): the next
+    /// small append faults in only its own pages, since the window a populate would fault in
+    /// ahead of it may well be written by `pwritev` too ([`LOG_DIRECT_WRITE_BYTES`]).
+    direct: bool,
     /// Where `close` leaves the map for a later reuse of the file.
     retired: Arc<RetiredLogs>,
 }
@@ -514,6 +577,7 @@ impl PosixMappedLog {
             } else {
                 u64::MAX
             },
+            direct: true,
             retired: retired.clone(),
         }
     }
@@ -554,7 +618,7 @@ impl PosixMappedLog {
     }
 
     /// Extends the file to, and faults in writable, the pages from `self.populated` to a
-    /// window past `end`.
+    /// window past `end` (only to `end`'s page when `self.direct`).
     ///
     /// Without this every fresh 4 KiB page of the log costs the writer a page fault (the
     /// file system allocates its block in `page_mkwrite`), one per ~30 small records; one
@@ -573,7 +637,11 @@ impl PosixMappedLog {
         }
         let page = page_size();
         let start = self.populated.max(self.len / page * page);
-        let stop = (end + LOG_POPULATE_BYTES).min(self.capacity);
+        let ahead = if self.direct { 0 } else { LOG_POPULATE_BYTES };
+        let stop = (end + ahead)
+            .div_ceil(page)
+            .saturating_mul(page)
+            .min(self.capacity);
         if stop <= start {
             return Ok(());
         }
@@ -622,6 +690,61 @@ impl PosixMappedLog {
             .ok_or_else(|| Error::io(op, &self.path, std::io::Error::other("file already closed")))
     }
 
+    /// Appends `parts` (`total` bytes) by copying them into the map.
+    fn copy_into_map(&mut self, parts: &[&[u8]], total: usize) -> Result<()> {
+        let end = self.len + total as u64;
+        if end > self.capacity || self.map.is_none() {
+            self.grow(end)?;
+        }
+        self.populate_ahead(end)?;
+        if end > self.size {
+            return Err(Error::io(
+                "write",
+                &self.path,
+                std::io::Error::other("append past the file's end"),
+            ));
+        }
+        let start = self.len as usize;
+        let Some(map) = self.map.as_mut() else {
+            return Err(Error::io(
+                "write",
+                &self.path,
+                std::io::Error::other("log is not mapped"),
+            ));
+        };
+        let mut at = start;
+        for part in parts {
+            map[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        // The next records' lines, requested now, are in the cache by the time they are
+        // written: otherwise the WAL's unlock, right after the copy, waits for them.
+        let base = map.as_ptr() as usize;
+        crate::prefetch::ahead_for_write(base + start, base + at, WRITE_AHEAD);
+        self.len = end;
+        self.direct = false;
+        Ok(())
+    }
+
+    /// Appends `parts` (`total` bytes) with `pwritev`, past the map
+    /// ([`LOG_DIRECT_WRITE_BYTES`]).
+    fn write_direct(&mut self, parts: &[&[u8]], total: usize) -> Result<()> {
+        let end = self.len + total as u64;
+        if end > self.capacity || self.map.is_none() {
+            // `sync` flushes through the map, which must cover every appended byte.
+            self.grow(end)?;
+        }
+        let path = self.path.clone();
+        write_all_at(self.file("write")?, self.len, parts)
+            .map_err(|e| Error::io("write", &path, e))?;
+        // The bytes are in the page cache, where the map sees them. Pages past the populated
+        // window were not faulted in: a later small append populates from its own page on.
+        self.len = end;
+        self.size = self.size.max(end);
+        self.direct = true;
+        Ok(())
+    }
+
     fn grow(&mut self, needed: u64) -> Result<()> {
         let mut capacity = self.capacity.max(LOG_CHUNK_BYTES);
         while capacity < needed {
@@ -651,34 +774,17 @@ impl PosixMappedLog {
 }
 
 impl WritableFile for PosixMappedLog {
+    fn append_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total >= LOG_DIRECT_WRITE_BYTES && cfg!(target_os = "linux") {
+            self.write_direct(parts, total)
+        } else {
+            self.copy_into_map(parts, total)
+        }
+    }
+
     fn append(&mut self, data: &[u8]) -> Result<()> {
-        let end = self.len + data.len() as u64;
-        if end > self.capacity || self.map.is_none() {
-            self.grow(end)?;
-        }
-        self.populate_ahead(end)?;
-        if end > self.size {
-            return Err(Error::io(
-                "write",
-                &self.path,
-                std::io::Error::other("append past the file's end"),
-            ));
-        }
-        let start = self.len as usize;
-        let Some(map) = self.map.as_mut() else {
-            return Err(Error::io(
-                "write",
-                &self.path,
-                std::io::Error::other("log is not mapped"),
-            ));
-        };
-        map[start..start + data.len()].copy_from_slice(data);
-        // The next records' lines, requested now, are in the cache by the time they are
-        // written: otherwise the WAL's unlock, right after the copy, waits for them.
-        let base = map.as_ptr() as usize;
-        crate::prefetch::ahead_for_write(base + start, base + start + data.len(), WRITE_AHEAD);
-        self.len = end;
-        Ok(())
+        self.copy_into_map(&[data], data.len())
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -1153,7 +1259,14 @@ mod tests {
             let data: Vec<u8> = (0..n)
                 .map(|i| (i * 13 + written.len() + seed) as u8)
                 .collect();
-            log.append(&data).expect("append");
+            if piece % 2 == 0 {
+                log.append(&data).expect("append");
+            } else {
+                // In parts, with an empty one between: records of 32 KiB and more go to the
+                // file by `pwritev`, smaller ones through the map, interleaved.
+                let (a, b) = data.split_at(n / 3);
+                log.append_parts(&[a, &[], b]).expect("append parts");
+            }
             written.extend_from_slice(&data);
             let size = file_size(path);
             let len = written.len() as u64;
@@ -1173,7 +1286,8 @@ mod tests {
     /// A mapped log's file grows a populate window at a time, not a map at a time, both when
     /// new and when it reuses a closed log's file (shorter than before, and longer, past the
     /// end of the kept map); `close` trims it to its bytes, which read back whole. A log
-    /// dropped without `close` (a crash) holds its bytes too.
+    /// dropped without `close` (a crash) holds its bytes too. Appends through the map and
+    /// large ones written by `pwritev` interleave.
     #[test]
     fn mapped_log_file_ends_within_a_window_of_its_bytes() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -1233,7 +1347,14 @@ mod tests {
         let chunk: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let mut written = 0usize;
         let error = loop {
-            match log.append(&chunk) {
+            // Through the map and, every other time, by `pwritev` (a record in parts).
+            let appended = if (written / chunk.len()) % 2 == 0 {
+                log.append(&chunk)
+            } else {
+                let (a, b) = chunk.split_at(40_000);
+                log.append_parts(&[a, b])
+            };
+            match appended {
                 Ok(()) => written += chunk.len(),
                 Err(e) => break e,
             }

@@ -18,6 +18,17 @@ pub struct LogWriter {
     number: u64,
     /// The log number recyclable fragments carry; `None` for plain fragments (manifests).
     recycle: Option<u32>,
+    /// The fragments of the record being added (kept to reuse the allocation).
+    fragments: Vec<Fragment>,
+}
+
+/// One fragment of a record: the zeros padding the block before it, its header, and the
+/// payload bytes it carries.
+struct Fragment {
+    pad: usize,
+    header: [u8; RECYCLABLE_HEADER_SIZE],
+    start: usize,
+    end: usize,
 }
 
 impl LogWriter {
@@ -37,6 +48,7 @@ impl LogWriter {
             block_offset: 0,
             number,
             recycle,
+            fragments: Vec::new(),
         };
         w.add_record(&encode_header(kind, number))?;
         Ok(w)
@@ -58,36 +70,65 @@ impl LogWriter {
     }
 
     /// Appends one record, cut into fragments at block boundaries. Not yet flushed.
+    ///
+    /// The whole framed record (padding, headers and payload pieces) goes to the file in one
+    /// [`WritableFile::append_parts`], so a large record (a write group of a batched load)
+    /// can reach the page cache in one system call.
     pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
-        let mut rest = payload;
-        let mut first = true;
+        let header_size = self.header_size();
+        if self.block_offset + header_size + payload.len() <= BLOCK_SIZE {
+            // The common small record: one fragment, in the current block.
+            let header = self.header(FragmentType::Full, payload);
+            self.file.append_parts(&[&header[..header_size], payload])?;
+            self.block_offset += header_size + payload.len();
+            return Ok(());
+        }
+        let mut fragments = std::mem::take(&mut self.fragments);
+        fragments.clear();
+        let mut block_offset = self.block_offset;
+        let mut start = 0;
         loop {
-            let header_size = self.header_size();
-            let left_in_block = BLOCK_SIZE - self.block_offset;
-            if left_in_block < header_size {
-                // Too small for a header: pad with zeros and start a new block.
-                if left_in_block > 0 {
-                    self.file
-                        .append(&[0u8; RECYCLABLE_HEADER_SIZE][..left_in_block])?;
-                }
-                self.block_offset = 0;
-            }
-            let available = BLOCK_SIZE - self.block_offset - header_size;
-            let take = rest.len().min(available);
-            let last = take == rest.len();
-            let kind = match (first, last) {
+            let left_in_block = BLOCK_SIZE - block_offset;
+            // Too small for a header: pad with zeros and start a new block.
+            let pad = if left_in_block < header_size {
+                block_offset = 0;
+                left_in_block
+            } else {
+                0
+            };
+            let available = BLOCK_SIZE - block_offset - header_size;
+            let end = start + (payload.len() - start).min(available);
+            let last = end == payload.len();
+            let kind = match (start == 0, last) {
                 (true, true) => FragmentType::Full,
                 (true, false) => FragmentType::First,
                 (false, true) => FragmentType::Last,
                 (false, false) => FragmentType::Middle,
             };
-            self.emit(kind, &rest[..take])?;
-            rest = &rest[take..];
-            first = false;
+            fragments.push(Fragment {
+                pad,
+                header: self.header(kind, &payload[start..end]),
+                start,
+                end,
+            });
+            block_offset += header_size + (end - start);
+            start = end;
             if last {
-                return Ok(());
+                break;
             }
         }
+        const ZEROS: [u8; RECYCLABLE_HEADER_SIZE] = [0; RECYCLABLE_HEADER_SIZE];
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(fragments.len() * 3);
+        for f in &fragments {
+            parts.push(&ZEROS[..f.pad]);
+            parts.push(&f.header[..header_size]);
+            parts.push(&payload[f.start..f.end]);
+        }
+        let result = self.file.append_parts(&parts);
+        self.fragments = fragments;
+        result?;
+        self.block_offset = block_offset;
+        Ok(())
     }
 
     fn header_size(&self) -> usize {
@@ -98,9 +139,9 @@ impl LogWriter {
         }
     }
 
-    fn emit(&mut self, kind: FragmentType, payload: &[u8]) -> Result<()> {
-        let header_size = self.header_size();
-        debug_assert!(payload.len() <= BLOCK_SIZE - header_size);
+    /// The header of a fragment of `kind` carrying `payload`.
+    fn header(&self, kind: FragmentType, payload: &[u8]) -> [u8; RECYCLABLE_HEADER_SIZE] {
+        debug_assert!(payload.len() <= BLOCK_SIZE - self.header_size());
         let mut header = [0u8; RECYCLABLE_HEADER_SIZE];
         let byte = kind.byte(self.recycle.is_some());
         let crc = match self.recycle {
@@ -113,10 +154,7 @@ impl LogWriter {
         header[..4].copy_from_slice(&crc.to_le_bytes());
         header[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
         header[6] = byte;
-        self.file.append(&header[..header_size])?;
-        self.file.append(payload)?;
-        self.block_offset += header_size + payload.len();
-        Ok(())
+        header
     }
 
     /// Hands written records to the OS: they survive a process crash.
