@@ -457,48 +457,47 @@ impl WriteBatch {
         // the same in any order.
         let icmp = mem.comparator();
         let sort_unordered = count >= SORTED_INSERT_MIN_RECORDS;
-        let mut records = (first..).zip(self.iter()).peekable();
-        let mut unordered = Vec::new();
+        let mut records = self.iter();
         let mut mem = mem.inserter_announced(first_key_slot);
-        // Whether the record at hand keeps the order of the one before (the first does).
-        let mut in_order = true;
-        while let Some((seq, entry)) = records.next() {
-            let entry = entry?;
-            if !in_order {
-                unordered.push((seq, entry));
-                break;
-            }
+        let mut seq = first;
+        let mut current = records.next_entry();
+        while let Some(entry) = current {
             // The next record's order is decided once, here; only a large batch asks. The next
             // record goes in next unless it breaks the order.
-            let next = match records.peek() {
-                Some((_, Ok(next))) => Some(next.key),
-                _ => None,
-            };
-            in_order =
-                !sort_unordered || next.is_none_or(|n| icmp.compare_user(entry.key, n).is_le());
+            let next = records.next_entry();
+            let in_order = !sort_unordered
+                || next
+                    .as_ref()
+                    .is_none_or(|n| icmp.compare_user(entry.key, n.key).is_le());
             mem.add_before(
                 seq,
                 entry.kind,
                 entry.key,
                 entry.value,
-                next.filter(|_| in_order),
+                next.as_ref().map(|n| n.key).filter(|_| in_order),
             );
+            seq += 1;
+            if !in_order {
+                // This record and every one after it go in sorted.
+                let mut unordered: Vec<(u64, BatchEntry<'_>)> = next
+                    .map(|n| (seq, n))
+                    .into_iter()
+                    .chain((seq + 1..).map_while(|s| records.next_entry().map(|e| (s, e))))
+                    .collect();
+                records.stopped_by()?;
+                unordered.sort_unstable_by(|(seq_a, a), (seq_b, b)| {
+                    icmp.compare_user(a.key, b.key).then(seq_b.cmp(seq_a))
+                });
+                let mut sorted = unordered.iter().peekable();
+                while let Some((seq, entry)) = sorted.next() {
+                    let next = sorted.peek().map(|(_, next)| next.key);
+                    mem.add_before(*seq, entry.kind, entry.key, entry.value, next);
+                }
+                return Ok(());
+            }
+            current = next;
         }
-        if unordered.is_empty() {
-            return Ok(());
-        }
-        for (seq, entry) in records {
-            unordered.push((seq, entry?));
-        }
-        unordered.sort_unstable_by(|(seq_a, a), (seq_b, b)| {
-            icmp.compare_user(a.key, b.key).then(seq_b.cmp(seq_a))
-        });
-        let mut sorted = unordered.iter().peekable();
-        while let Some((seq, entry)) = sorted.next() {
-            let next = sorted.peek().map(|(_, next)| next.key);
-            mem.add_before(*seq, entry.kind, entry.key, entry.value, next);
-        }
-        Ok(())
+        records.stopped_by()
     }
 
     /// Appends one record. The value is given in parts so an expiring value needs no temporary
@@ -564,17 +563,10 @@ impl<'a> Iterator for WriteBatchIter<'a> {
             return None;
         }
         self.remaining -= 1;
-        let start = BATCH_HEADER_LEN + self.records.position();
+        let before = self.records.clone();
         match decode_record(&mut self.records) {
-            Ok(entry) => Some(Ok(entry)),
-            Err(message) => {
-                self.failed = true;
-                Some(Err(Error::corruption(
-                    IN_MEMORY_BATCH,
-                    start as u64,
-                    format!("{message} (record at batch byte {start})"),
-                )))
-            }
+            Some(entry) => Some(Ok(entry)),
+            None => Some(Err(self.fail_at(before))),
         }
     }
 
@@ -587,29 +579,114 @@ impl<'a> Iterator for WriteBatchIter<'a> {
     }
 }
 
-/// Decodes one record; the error says what was wrong.
-fn decode_record<'a>(d: &mut Decoder<'a>) -> std::result::Result<BatchEntry<'a>, String> {
-    let kind_byte = d.u8().ok_or("record cut off before its kind byte")?;
-    let kind = ValueKind::from_u8(kind_byte).ok_or_else(|| format!("unknown kind {kind_byte}"))?;
-    let key = d
-        .length_prefixed()
-        .ok_or("key length or key bytes cut off")?;
+impl<'a> WriteBatchIter<'a> {
+    /// The next record, without a `Result` around it: `None` at the end, and also at a record
+    /// that does not decode, whose error [`WriteBatchIter::stopped_by`] then gives.
+    ///
+    /// Why: the `Result`, with the room of an [`Error`], makes every item too large for
+    /// registers. Returned through memory, it was stored field by field and reloaded wider, a
+    /// load that cannot take its bytes from those stores and so waits for all older stores to
+    /// drain, the previous memtable insert's node and value among them, each a cache miss: a
+    /// tenth of a batch load's writer thread sat on that one load.
+    #[inline]
+    pub(crate) fn next_entry(&mut self) -> Option<BatchEntry<'a>> {
+        if self.failed || self.remaining == 0 {
+            return None;
+        }
+        let before = self.records.clone();
+        match decode_record(&mut self.records) {
+            Some(entry) => {
+                self.remaining -= 1;
+                Some(entry)
+            }
+            None => {
+                // Left where the record starts, so `stopped_by` can say what is wrong.
+                self.records = before;
+                self.failed = true;
+                None
+            }
+        }
+    }
+
+    /// The error of the record [`WriteBatchIter::next_entry`] stopped at, if it stopped early.
+    pub(crate) fn stopped_by(&self) -> Result<()> {
+        if !self.failed {
+            return Ok(());
+        }
+        let mut at = self.records.clone();
+        let start = BATCH_HEADER_LEN + at.position();
+        let message = record_error(&mut at).unwrap_or_else(|| "record did not decode".into());
+        Err(Error::corruption(
+            IN_MEMORY_BATCH,
+            start as u64,
+            format!("{message} (record at batch byte {start})"),
+        ))
+    }
+
+    /// The error for the record at `at` that did not decode; the iterator ends after it.
+    #[cold]
+    #[inline(never)]
+    fn fail_at(&mut self, mut at: Decoder<'_>) -> Error {
+        self.failed = true;
+        let start = BATCH_HEADER_LEN + at.position();
+        let message = match record_error(&mut at) {
+            Some(message) => message,
+            None => "record did not decode".to_string(),
+        };
+        Error::corruption(
+            IN_MEMORY_BATCH,
+            start as u64,
+            format!("{message} (record at batch byte {start})"),
+        )
+    }
+}
+
+/// Decodes one record; `None` if it is malformed ([`record_error`] says how).
+#[inline]
+fn decode_record<'a>(d: &mut Decoder<'a>) -> Option<BatchEntry<'a>> {
+    let kind = ValueKind::from_u8(d.u8()?)?;
+    let key = d.length_prefixed()?;
     let value: &[u8] = match kind {
         ValueKind::Deletion => &[],
-        _ => d
-            .length_prefixed()
-            .ok_or("value length or value bytes cut off")?,
+        _ => d.length_prefixed()?,
     };
     if kind.is_expiring() && value.len() < EXPIRY_LEN {
-        return Err(format!(
+        return None;
+    }
+    if kind.is_blob() && blob_ref_of(kind, value).is_none() {
+        return None;
+    }
+    Some(BatchEntry { kind, key, value })
+}
+
+/// What is wrong with the record at `d` that [`decode_record`] refused; `None` if it decodes.
+fn record_error(d: &mut Decoder<'_>) -> Option<String> {
+    let Some(kind_byte) = d.u8() else {
+        return Some("record cut off before its kind byte".into());
+    };
+    let Some(kind) = ValueKind::from_u8(kind_byte) else {
+        return Some(format!("unknown kind {kind_byte}"));
+    };
+    if d.length_prefixed().is_none() {
+        return Some("key length or key bytes cut off".into());
+    }
+    let value: &[u8] = match kind {
+        ValueKind::Deletion => &[],
+        _ => match d.length_prefixed() {
+            Some(value) => value,
+            None => return Some("value length or value bytes cut off".into()),
+        },
+    };
+    if kind.is_expiring() && value.len() < EXPIRY_LEN {
+        return Some(format!(
             "expiring value of {} bytes cannot hold its {EXPIRY_LEN}-byte expiry",
             value.len()
         ));
     }
     if kind.is_blob() && blob_ref_of(kind, value).is_none() {
-        return Err(format!("malformed blob reference of {} bytes", value.len()));
+        return Some(format!("malformed blob reference of {} bytes", value.len()));
     }
-    Ok(BatchEntry { kind, key, value })
+    None
 }
 
 /// The blob reference a `BlobIndex` or `ExpiringBlobIndex` stored value holds (after the
@@ -1043,6 +1120,38 @@ mod tests {
         let got = dump(&batched);
         assert_eq!(got.len(), 500);
         assert_eq!(got, dump(&one_by_one));
+    }
+
+    /// A record that does not decode stops the insert with a corruption error naming its byte:
+    /// records in key order before it are in the memtable; once the order broke (the rest
+    /// goes in sorted), nothing of the rest is. The iterator reports the same error.
+    #[test]
+    fn a_malformed_record_stops_the_insert_with_its_position() {
+        let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
+        for (ordered, bad) in [(true, 0usize), (true, 40), (true, 99), (false, 60)] {
+            let mut b = WriteBatch::new();
+            let mut starts = Vec::new();
+            for i in 0..100u32 {
+                starts.push(b.rep.len());
+                // Descending from record 50 on, when asked: the order breaks after record 50.
+                let k = if ordered || i < 50 { i } else { 1000 - i };
+                b.put(format!("key{k:04}"), i.to_le_bytes());
+            }
+            b.rep[starts[bad]] = 0x7f;
+            b.set_sequence(1);
+            let mem = Arc::new(MemTable::new(icmp.clone()));
+            let e = b.insert_into(&mem).expect_err("malformed record");
+            let what = format!("unknown kind 127 (record at batch byte {})", starts[bad]);
+            assert!(e.is_corruption() && e.to_string().contains(&what), "{e}");
+            let inserted = if ordered { bad } else { 51 };
+            assert_eq!(mem.len(), inserted, "bad record {bad}");
+            let iterated: Vec<_> = b.iter().collect();
+            assert_eq!(iterated.len(), bad + 1);
+            match iterated.last() {
+                Some(Err(e)) => assert!(e.to_string().contains(&what), "{e}"),
+                other => panic!("the iterator ended with {other:?}"),
+            }
+        }
     }
 
     #[test]
