@@ -473,9 +473,16 @@ impl SkipList {
                 if level > 0 {
                     x.prefetch_next(level - 1);
                 }
+                // A node found not smaller one level up is often the next one down too: no
+                // need to compare it again.
+                let smaller = next.is_some_and(|n| {
+                    !known_bigger.is_some_and(|b| b.is(n))
+                        && self.cmp.compare(n.key(), key) == Ordering::Less
+                });
                 match next {
-                    Some(next) if self.cmp.compare(next.key(), key) == Ordering::Less => x = next,
+                    Some(next) if smaller => x = next,
                     _ => {
+                        known_bigger = next;
                         prev[level] = x;
                         if level == 0 {
                             break;
