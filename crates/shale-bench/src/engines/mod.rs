@@ -314,6 +314,11 @@ impl Batch {
         self.ops.clear();
     }
 
+    /// Bytes of the keys and values in the batch.
+    pub fn payload_bytes(&self) -> usize {
+        self.data.len()
+    }
+
     /// Entries in the batch.
     pub fn len(&self) -> usize {
         self.ops.len()

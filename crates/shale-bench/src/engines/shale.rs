@@ -133,7 +133,9 @@ impl Engine for ShaleEngine {
     }
 
     fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
-        let mut b = shale::WriteBatch::new();
+        // Sized up front, as a user filling a large batch would: a kind byte and two short
+        // length varints frame each record.
+        let mut b = shale::WriteBatch::with_capacity(batch.payload_bytes() + 3 * batch.len());
         for entry in batch.iter() {
             match entry {
                 BatchEntry::Put(k, v) => b.put(k, v),
