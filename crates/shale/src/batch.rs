@@ -180,8 +180,10 @@ impl WriteBatch {
         }
     }
 
-    /// An empty batch with room for records whose keys and values add up to `payload_bytes`
-    /// (plus their framing), so filling it does not reallocate.
+    /// An empty batch with room for records whose keys and values add up to `payload_bytes`,
+    /// plus the framing of one record. Each record is framed by a kind byte and the varint
+    /// lengths of its key and value (3 bytes when both are under 128 bytes): a caller that
+    /// counts those in too fills the batch without a reallocation.
     pub fn with_capacity(payload_bytes: usize) -> WriteBatch {
         let mut rep = Vec::with_capacity(BATCH_HEADER_LEN + RECORD_FRAMING_MAX + payload_bytes);
         rep.resize(BATCH_HEADER_LEN, 0);
