@@ -271,6 +271,7 @@ fn memtable_flush_walk(c: &mut Criterion) {
         let mut builder = BlockBuilder::new(16);
         let mut out = Vec::new();
         b.iter(|| {
+            builder.reset();
             let mut it = mem.iter();
             it.seek_to_first();
             let mut blocks = 0;

@@ -480,7 +480,8 @@ impl WriteBatch {
             );
             seq += 1;
             if !in_order {
-                // This record and every one after it go in sorted.
+                // The record at hand went in; the next one breaks the order, so it and every
+                // one after it go in sorted.
                 let mut unordered: Vec<(u64, BatchEntry<'_>)> = next
                     .map(|n| (seq, n))
                     .into_iter()
@@ -568,7 +569,11 @@ impl<'a> Iterator for WriteBatchIter<'a> {
         let before = self.records.clone();
         match decode_record(&mut self.records) {
             Some(entry) => Some(Ok(entry)),
-            None => Some(Err(self.fail_at(before))),
+            None => {
+                // Left where the record starts, as `next_entry` leaves it.
+                self.records = before.clone();
+                Some(Err(self.fail_at(before)))
+            }
         }
     }
 
@@ -1130,7 +1135,13 @@ mod tests {
     #[test]
     fn a_malformed_record_stops_the_insert_with_its_position() {
         let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
-        for (ordered, bad) in [(true, 0usize), (true, 40), (true, 99), (false, 60)] {
+        for (ordered, bad) in [
+            (true, 0usize),
+            (true, 40),
+            (true, 99),
+            (false, 51),
+            (false, 60),
+        ] {
             let mut b = WriteBatch::new();
             let mut starts = Vec::new();
             for i in 0..100u32 {
@@ -1153,6 +1164,16 @@ mod tests {
                 Some(Err(e)) => assert!(e.to_string().contains(&what), "{e}"),
                 other => panic!("the iterator ended with {other:?}"),
             }
+            // Either way of walking stops at the same record with the same error.
+            let mut it = b.iter();
+            assert!(it.by_ref().take(bad).all(|e| e.is_ok()));
+            assert!(it.next().is_some_and(|e| e.is_err()));
+            let e = it.stopped_by().expect_err("stopped early");
+            assert!(e.to_string().contains(&what), "{e}");
+            let mut it = b.iter();
+            while it.next_entry().is_some() {}
+            let e = it.stopped_by().expect_err("stopped early");
+            assert!(e.to_string().contains(&what), "{e}");
         }
     }
 

@@ -133,9 +133,19 @@ impl Engine for ShaleEngine {
     }
 
     fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
-        // Sized up front, as a user filling a large batch would: a kind byte and two short
-        // length varints frame each record.
-        let mut b = shale::WriteBatch::with_capacity(batch.payload_bytes() + 3 * batch.len());
+        // Sized up front, as a user filling a large batch would: a kind byte and the varint
+        // lengths of its key and value frame each record.
+        let framing: usize = batch
+            .iter()
+            .map(|entry| {
+                let (key, value) = match entry {
+                    BatchEntry::Put(k, v) | BatchEntry::Merge(k, v) => (k, v),
+                    BatchEntry::Delete(k) => (k, &[][..]),
+                };
+                1 + varint_len(key.len()) + varint_len(value.len())
+            })
+            .sum();
+        let mut b = shale::WriteBatch::with_capacity(batch.payload_bytes() + framing);
         for entry in batch.iter() {
             match entry {
                 BatchEntry::Put(k, v) => b.put(k, v),
@@ -194,5 +204,23 @@ impl Engine for ShaleEngine {
             .db
             .property("shale.stats")
             .unwrap_or_else(|| "shale.stats: not available\n".to_string()))
+    }
+}
+
+/// Bytes of `n` as a varint (7 bits a byte).
+fn varint_len(n: usize) -> usize {
+    (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_len_counts_seven_bits_a_byte() {
+        for (n, len) in [(0, 1), (1, 1), (127, 1), (128, 2), (16_383, 2), (16_384, 3)] {
+            assert_eq!(varint_len(n), len, "{n}");
+        }
+        assert_eq!(varint_len(usize::MAX), 10);
     }
 }

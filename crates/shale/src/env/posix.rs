@@ -534,11 +534,12 @@ fn write_all_at(file: &File, mut offset: u64, parts: &[&[u8]]) -> std::io::Resul
 /// survives a process crash like a `write` does, without a system call per record. The map
 /// covers a chunk of the file's address range; the file itself is extended, and its blocks
 /// allocated, one populate window at a time ahead of the appends; `close` trims it to the
-/// bytes written.
+/// bytes written. On Linux an append of [`LOG_DIRECT_WRITE_BYTES`] or more goes to the file by
+/// `pwritev` instead and does not touch the map; it extends the file to its own end.
 ///
 /// Invariant: nothing reads or writes the map at or past `size` (there the file has no bytes,
-/// and a touch would fault with `SIGBUS`); appends stay below `populated <= size`, or, when
-/// the map is not populated ahead, the file is extended to the whole map first.
+/// and a touch would fault with `SIGBUS`); copies into the map stay below `populated <= size`,
+/// or, when the map is not populated ahead, the file is extended to the whole map first.
 struct PosixMappedLog {
     path: PathBuf,
     file: Option<File>,
@@ -1329,6 +1330,26 @@ mod tests {
         assert!(on_disk.get(..written.len()) == Some(&written[..]));
     }
 
+    /// `write_all_at` writes many parts (more than one call takes), empty ones among them,
+    /// one after another at its offset, over bytes already there.
+    #[test]
+    fn write_all_at_writes_every_part_in_order() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("parts");
+        std::fs::write(&path, vec![0xeeu8; 10]).expect("write");
+        let owned: Vec<Vec<u8>> = (0..1500u32)
+            .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
+            .collect();
+        let parts: Vec<&[u8]> = owned.iter().map(|p| &p[..]).collect();
+        let file = OpenOptions::new().write(true).open(&path).expect("open");
+        write_all_at(&file, 3, &parts).expect("write_all_at");
+        let mut expected = vec![0xeeu8; 3];
+        for p in &owned {
+            expected.extend_from_slice(p);
+        }
+        assert!(std::fs::read(&path).expect("read") == expected);
+    }
+
     /// Where the child process of `a_log_that_cannot_grow_fails_cleanly` writes its log.
     #[cfg(target_os = "linux")]
     const LIMIT_DIR_VAR: &str = "SHALE_POSIX_LIMIT_DIR";
@@ -1342,37 +1363,44 @@ mod tests {
         let Some(dir) = std::env::var_os(LIMIT_DIR_VAR) else {
             return;
         };
-        let path = Path::new(&dir).join("000001.log");
-        let mut log = PosixFs::new().create_log(&path).expect("create");
         let chunk: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-        let mut written = 0usize;
-        let error = loop {
-            // Through the map and, every other time, by `pwritev` (a record in parts).
-            let appended = if (written / chunk.len()) % 2 == 0 {
-                log.append(&chunk)
-            } else {
-                let (a, b) = chunk.split_at(40_000);
-                log.append_parts(&[a, b])
+        // Through the map only; then alternating, `pwritev` first, so that the limit falls
+        // inside a `pwritev` (21 appends of 100,000 bytes cross 2 MiB, and the 21st is one).
+        for (name, direct_every_other) in [("000001.log", false), ("000002.log", true)] {
+            let path = Path::new(&dir).join(name);
+            let mut log = PosixFs::new().create_log(&path).expect("create");
+            let mut written = 0usize;
+            let error = loop {
+                let appended = if direct_every_other && (written / chunk.len()) % 2 == 0 {
+                    let (a, b) = chunk.split_at(40_000);
+                    log.append_parts(&[a, b])
+                } else {
+                    log.append(&chunk)
+                };
+                match appended {
+                    Ok(()) => written += chunk.len(),
+                    Err(e) => break e,
+                }
+                assert!(written < 64 << 20, "no error past the file size limit");
             };
-            match appended {
-                Ok(()) => written += chunk.len(),
-                Err(e) => break e,
+            assert!(matches!(error, Error::Io { .. }), "{error}");
+            assert!(written > 0, "the first appends failed too: {error}");
+            assert_eq!(log.len(), written as u64, "a failed append counted");
+            // What was appended before the error is there.
+            let on_disk = std::fs::read(&path).expect("read");
+            for (i, piece) in on_disk
+                .get(..written)
+                .expect("short file")
+                .chunks(chunk.len())
+                .enumerate()
+            {
+                assert!(piece == &chunk[..], "append {i} damaged");
             }
-            assert!(written < 64 << 20, "no error past the file size limit");
-        };
-        assert!(matches!(error, Error::Io { .. }), "{error}");
-        assert!(written > 0, "the first appends failed too: {error}");
-        // What was appended before the error is there.
-        let on_disk = std::fs::read(&path).expect("read");
-        for (i, piece) in on_disk
-            .get(..written)
-            .expect("short file")
-            .chunks(chunk.len())
-            .enumerate()
-        {
-            assert!(piece == &chunk[..], "append {i} damaged");
+            // Closing trims what a failed append left past the log's bytes.
+            log.close().expect("close");
+            assert_eq!(file_size(&path), written as u64);
+            println!("{name}: clean error after {written} bytes: {error}");
         }
-        println!("clean error after {written} bytes: {error}");
     }
 
     /// A log whose file cannot grow (here a file size limit, as a full disk or a quota would
@@ -1421,7 +1449,8 @@ mod tests {
             out.status
         );
         assert!(
-            stdout.contains("clean error after"),
+            stdout.contains("000001.log: clean error after")
+                && stdout.contains("000002.log: clean error after"),
             "the child did not run: {stdout}"
         );
     }

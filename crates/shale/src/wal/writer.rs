@@ -99,7 +99,10 @@ impl LogWriter {
             let available = BLOCK_SIZE - block_offset - header_size;
             let end = start + (payload.len() - start).min(available);
             let last = end == payload.len();
-            let kind = match (start == 0, last) {
+            // Not `start == 0`: a record begun exactly a header before the block's end has an
+            // empty first fragment, and the next one still starts at byte 0.
+            let first = fragments.is_empty();
+            let kind = match (first, last) {
                 (true, true) => FragmentType::Full,
                 (true, false) => FragmentType::First,
                 (false, true) => FragmentType::Last,
