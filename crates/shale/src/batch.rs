@@ -299,7 +299,7 @@ impl WriteBatch {
         WriteBatchIter {
             records: Decoder::new(self.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[])),
             remaining: self.count(),
-            failed: false,
+            failure: None,
         }
     }
 
@@ -554,31 +554,27 @@ impl<'a> IntoIterator for &'a WriteBatch {
 pub struct WriteBatchIter<'a> {
     /// The records after the header.
     records: Decoder<'a>,
+    /// Records not yet decoded; 0 once a malformed record's error has been yielded.
     remaining: u32,
-    failed: bool,
+    /// Where the malformed record starts (bytes into the records) and what is wrong with it.
+    failure: Option<(usize, RecordError)>,
 }
 
 impl<'a> Iterator for WriteBatchIter<'a> {
     type Item = Result<BatchEntry<'a>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.remaining == 0 {
-            return None;
+        if let Some(entry) = self.next_entry() {
+            return Some(Ok(entry));
         }
-        self.remaining -= 1;
-        let before = self.records.clone();
-        match decode_record(&mut self.records) {
-            Some(entry) => Some(Ok(entry)),
-            None => {
-                // Left where the record starts, as `next_entry` leaves it.
-                self.records = before.clone();
-                Some(Err(self.fail_at(before)))
-            }
-        }
+        // A malformed record's error is yielded once.
+        let error = self.stopped_by().err().filter(|_| self.remaining > 0)?;
+        self.remaining = 0;
+        Some(Err(error))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.failed {
+        if self.failure.is_some() {
             (0, Some(0))
         } else {
             (0, Some(self.remaining as usize))
@@ -597,19 +593,17 @@ impl<'a> WriteBatchIter<'a> {
     /// tenth of a batch load's writer thread sat on that one load.
     #[inline]
     pub(crate) fn next_entry(&mut self) -> Option<BatchEntry<'a>> {
-        if self.failed || self.remaining == 0 {
+        if self.failure.is_some() || self.remaining == 0 {
             return None;
         }
-        let before = self.records.clone();
+        let start = self.records.position();
         match decode_record(&mut self.records) {
-            Some(entry) => {
+            Ok(entry) => {
                 self.remaining -= 1;
                 Some(entry)
             }
-            None => {
-                // Left where the record starts, so `stopped_by` can say what is wrong.
-                self.records = before;
-                self.failed = true;
+            Err(e) => {
+                self.failure = Some((start, e));
                 None
             }
         }
@@ -617,83 +611,62 @@ impl<'a> WriteBatchIter<'a> {
 
     /// The error of the record [`WriteBatchIter::next_entry`] stopped at, if it stopped early.
     pub(crate) fn stopped_by(&self) -> Result<()> {
-        if !self.failed {
+        let Some((start, e)) = self.failure else {
             return Ok(());
-        }
-        let mut at = self.records.clone();
-        let start = BATCH_HEADER_LEN + at.position();
-        let message = record_error(&mut at).unwrap_or_else(|| "record did not decode".into());
+        };
+        let start = BATCH_HEADER_LEN + start;
         Err(Error::corruption(
             IN_MEMORY_BATCH,
             start as u64,
-            format!("{message} (record at batch byte {start})"),
+            format!("{} (record at batch byte {start})", e.message()),
         ))
     }
+}
 
-    /// The error for the record at `at` that did not decode; the iterator ends after it.
-    #[cold]
-    #[inline(never)]
-    fn fail_at(&mut self, mut at: Decoder<'_>) -> Error {
-        self.failed = true;
-        let start = BATCH_HEADER_LEN + at.position();
-        let message = match record_error(&mut at) {
-            Some(message) => message,
-            None => "record did not decode".to_string(),
-        };
-        Error::corruption(
-            IN_MEMORY_BATCH,
-            start as u64,
-            format!("{message} (record at batch byte {start})"),
-        )
+/// What is wrong with a record that does not decode. Small and `Copy`, so the decoder's
+/// result stays cheap on the hot path; [`RecordError::message`] spells it out.
+#[derive(Debug, Clone, Copy)]
+enum RecordError {
+    CutBeforeKind,
+    UnknownKind(u8),
+    KeyCut,
+    ValueCut,
+    ExpiryTooShort(usize),
+    BadBlobRef(usize),
+}
+
+impl RecordError {
+    fn message(self) -> String {
+        match self {
+            RecordError::CutBeforeKind => "record cut off before its kind byte".into(),
+            RecordError::UnknownKind(b) => format!("unknown kind {b}"),
+            RecordError::KeyCut => "key length or key bytes cut off".into(),
+            RecordError::ValueCut => "value length or value bytes cut off".into(),
+            RecordError::ExpiryTooShort(len) => {
+                format!("expiring value of {len} bytes cannot hold its {EXPIRY_LEN}-byte expiry")
+            }
+            RecordError::BadBlobRef(len) => format!("malformed blob reference of {len} bytes"),
+        }
     }
 }
 
-/// Decodes one record; `None` if it is malformed ([`record_error`] says how).
+/// Decodes one record.
 #[inline]
-fn decode_record<'a>(d: &mut Decoder<'a>) -> Option<BatchEntry<'a>> {
-    let kind = ValueKind::from_u8(d.u8()?)?;
-    let key = d.length_prefixed()?;
+fn decode_record<'a>(d: &mut Decoder<'a>) -> std::result::Result<BatchEntry<'a>, RecordError> {
+    let kind_byte = d.u8().ok_or(RecordError::CutBeforeKind)?;
+    let kind = ValueKind::from_u8(kind_byte).ok_or(RecordError::UnknownKind(kind_byte))?;
+    let key = d.length_prefixed().ok_or(RecordError::KeyCut)?;
     let value: &[u8] = match kind {
         ValueKind::Deletion => &[],
-        _ => d.length_prefixed()?,
+        _ => d.length_prefixed().ok_or(RecordError::ValueCut)?,
     };
     if kind.is_expiring() && value.len() < EXPIRY_LEN {
-        return None;
+        return Err(RecordError::ExpiryTooShort(value.len()));
     }
     if kind.is_blob() && blob_ref_of(kind, value).is_none() {
-        return None;
+        return Err(RecordError::BadBlobRef(value.len()));
     }
-    Some(BatchEntry { kind, key, value })
-}
-
-/// What is wrong with the record at `d` that [`decode_record`] refused; `None` if it decodes.
-fn record_error(d: &mut Decoder<'_>) -> Option<String> {
-    let Some(kind_byte) = d.u8() else {
-        return Some("record cut off before its kind byte".into());
-    };
-    let Some(kind) = ValueKind::from_u8(kind_byte) else {
-        return Some(format!("unknown kind {kind_byte}"));
-    };
-    if d.length_prefixed().is_none() {
-        return Some("key length or key bytes cut off".into());
-    }
-    let value: &[u8] = match kind {
-        ValueKind::Deletion => &[],
-        _ => match d.length_prefixed() {
-            Some(value) => value,
-            None => return Some("value length or value bytes cut off".into()),
-        },
-    };
-    if kind.is_expiring() && value.len() < EXPIRY_LEN {
-        return Some(format!(
-            "expiring value of {} bytes cannot hold its {EXPIRY_LEN}-byte expiry",
-            value.len()
-        ));
-    }
-    if kind.is_blob() && blob_ref_of(kind, value).is_none() {
-        return Some(format!("malformed blob reference of {} bytes", value.len()));
-    }
-    None
+    Ok(BatchEntry { kind, key, value })
 }
 
 /// The blob reference a `BlobIndex` or `ExpiringBlobIndex` stored value holds (after the

@@ -271,9 +271,7 @@ impl BlockCache {
         if self.inner.is_none() {
             return false;
         }
-        let selective =
-            self.filled.load(Ordering::Relaxed) || self.squeezed.load(Ordering::Relaxed);
-        !selective || self.doorkeeper.seen_before((cache_id, offset))
+        !self.is_admission_selective() || self.doorkeeper.seen_before((cache_id, offset))
     }
 
     /// Caches `block` after [`BlockCache::admits`] said yes; returns whether it was cached (a

@@ -7,6 +7,7 @@
 //!
 //! Thread-safety: `shale::Db` is `Send + Sync`; iterators live inside one `scan` call.
 
+use shale::codec::varint_len;
 use std::sync::Arc;
 
 use super::{
@@ -142,7 +143,7 @@ impl Engine for ShaleEngine {
                     BatchEntry::Put(k, v) | BatchEntry::Merge(k, v) => (k, v),
                     BatchEntry::Delete(k) => (k, &[][..]),
                 };
-                1 + varint_len(key.len()) + varint_len(value.len())
+                1 + varint_len(key.len() as u64) + varint_len(value.len() as u64)
             })
             .sum();
         let mut b = shale::WriteBatch::with_capacity(batch.payload_bytes() + framing);
@@ -204,23 +205,5 @@ impl Engine for ShaleEngine {
             .db
             .property("shale.stats")
             .unwrap_or_else(|| "shale.stats: not available\n".to_string()))
-    }
-}
-
-/// Bytes of `n` as a varint (7 bits a byte).
-fn varint_len(n: usize) -> usize {
-    (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varint_len_counts_seven_bits_a_byte() {
-        for (n, len) in [(0, 1), (1, 1), (127, 1), (128, 2), (16_383, 2), (16_384, 3)] {
-            assert_eq!(varint_len(n), len, "{n}");
-        }
-        assert_eq!(varint_len(usize::MAX), 10);
     }
 }

@@ -735,9 +735,8 @@ impl PosixMappedLog {
             // `sync` flushes through the map, which must cover every appended byte.
             self.grow(end)?;
         }
-        let path = self.path.clone();
         write_all_at(self.file("write")?, self.len, parts)
-            .map_err(|e| Error::io("write", &path, e))?;
+            .map_err(|e| Error::io("write", &self.path, e))?;
         // The bytes are in the page cache, where the map sees them. Pages past the populated
         // window were not faulted in: a later small append populates from its own page on.
         self.len = end;
