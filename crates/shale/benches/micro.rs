@@ -39,7 +39,7 @@ fn bloom(c: &mut Criterion) {
         builder.add_key(&user_key(i * 2));
     }
     let layouts = [
-        ("blocked", FilterLayout::Blocked, builder.finish()),
+        ("blocked", FilterLayout::Blocked, builder.finish().to_vec()),
         ("whole", FilterLayout::Whole, builder.finish_whole()),
     ];
     let mut rng = StdRng::seed_from_u64(1);

@@ -482,11 +482,19 @@ impl WriteBatch {
             if !in_order {
                 // The record at hand went in; the next one breaks the order, so it and every
                 // one after it go in sorted.
-                let mut unordered: Vec<(u64, BatchEntry<'_>)> = next
-                    .map(|n| (seq, n))
-                    .into_iter()
-                    .chain((seq + 1..).map_while(|s| records.next_entry().map(|e| (s, e))))
-                    .collect();
+                // Sized once for the records left: collected from an iterator of unknown
+                // length, the buffer grew by doubling, ten reallocations for a batch of 1,000,
+                // each able to take fresh pages from the allocator. A record takes at least two
+                // bytes, which bounds a count that a damaged batch overstates.
+                let left = usize::try_from(count - (seq - first))
+                    .unwrap_or(usize::MAX)
+                    .min(self.rep.len() / 2);
+                let mut unordered: Vec<(u64, BatchEntry<'_>)> = Vec::with_capacity(left);
+                unordered.extend(
+                    next.map(|n| (seq, n))
+                        .into_iter()
+                        .chain((seq + 1..).map_while(|s| records.next_entry().map(|e| (s, e)))),
+                );
                 records.stopped_by()?;
                 unordered.sort_unstable_by(|(seq_a, a), (seq_b, b)| {
                     icmp.compare_user(a.key, b.key).then(seq_b.cmp(seq_a))

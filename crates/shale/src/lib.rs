@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod batch;
+mod bigbuf;
 pub mod blob;
 pub mod cache;
 pub mod codec;

@@ -4,7 +4,7 @@
 //! Thread-safety: pure functions over plain data.
 
 use crate::codec::{
-    crc32c, crc32c_extend, decode_fixed32, decode_fixed64, mask_crc, put_fixed32, put_fixed64,
+    crc32c, crc32c_parts, decode_fixed32, decode_fixed64, mask_crc, put_fixed32, put_fixed64,
     put_varint64, unmask_crc, Decoder,
 };
 
@@ -101,7 +101,7 @@ pub fn encode_record_header(key: &[u8], value: &[u8]) -> [u8; RECORD_HEADER_LEN]
     h[4] = RECORD_TYPE_RAW;
     h[5..9].copy_from_slice(&(key.len() as u32).to_le_bytes());
     h[9..17].copy_from_slice(&(value.len() as u64).to_le_bytes());
-    let crc = crc32c_extend(crc32c_extend(crc32c(&h[4..]), key), value);
+    let crc = crc32c_parts(&[&h[4..], key, value]);
     h[..4].copy_from_slice(&mask_crc(crc).to_le_bytes());
     h
 }
@@ -131,7 +131,7 @@ pub fn record_lengths(header: &[u8], length: u64) -> Result<(usize, usize), Stri
 pub fn check_record_parts(header: &[u8], key: &[u8], value: &[u8]) -> Result<(), String> {
     let stored = decode_fixed32(header).map(unmask_crc).unwrap_or(0);
     let after_crc = header.get(4..RECORD_HEADER_LEN).unwrap_or(&[]);
-    let actual = crc32c_extend(crc32c_extend(crc32c(after_crc), key), value);
+    let actual = crc32c_parts(&[after_crc, key, value]);
     if actual != stored {
         return Err(format!(
             "blob record checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"

@@ -188,6 +188,30 @@ pub fn crc32c(data: &[u8]) -> u32 {
     crc_fast::crc32_iscsi(data)
 }
 
+/// crc32c of the concatenation of `parts`, as [`crc32c`] of their bytes laid end to end would
+/// give, without copying them together. Prefer it to [`crc32c_extend`] on hot paths.
+///
+/// Why a thread's own digest: a `crc_fast::Digest` carries the algorithm's parameters (about
+/// 250 bytes of folding keys), and making one per call copied them each time where the
+/// compiler did not fold the copy away. That copy was 6.7% of a `fillseq` writer thread in a
+/// build whose inlining came out differently. Resetting a digest made once per thread copies
+/// nothing.
+#[inline]
+pub fn crc32c_parts(parts: &[&[u8]]) -> u32 {
+    thread_local! {
+        static DIGEST: std::cell::RefCell<crc_fast::Digest> =
+            std::cell::RefCell::new(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi));
+    }
+    DIGEST.with_borrow_mut(|digest| {
+        digest.reset();
+        for part in parts {
+            digest.update(part);
+        }
+        // A CRC-32 digest's value fits in 32 bits.
+        digest.finalize() as u32
+    })
+}
+
 /// Extends a crc32c with more data: `crc32c_extend(crc32c(a), b) == crc32c(a ++ b)`.
 #[inline]
 pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
@@ -287,6 +311,7 @@ mod tests {
                     whole,
                     "len {len} split {split}"
                 );
+                assert_eq!(crc32c_parts(&[a, &[], b]), whole, "len {len} split {split}");
             }
             if len > 0 {
                 let mut flipped = data[..len].to_vec();

@@ -25,9 +25,10 @@ mod skiplist;
 pub(crate) use arena::{ChunkPool, SPARES_IDLE_AFTER};
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::bigbuf::ZeroedWords;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, InternalKeyComparator, SequenceNumber, ValueKind};
@@ -49,7 +50,9 @@ pub struct MemTable {
 /// a check costs one cache miss. Bits are set before the entry is inserted, and readers only
 /// look up entries published after their insert, so a reader never misses a visible entry.
 struct KeyFilter {
-    words: Box<[AtomicU64]>,
+    /// An anonymous map of its own when large (320 KiB for an 8 MiB memtable of 100-byte
+    /// values): see [`crate::bigbuf`] for why not the heap.
+    words: ZeroedWords,
 }
 
 /// Bits a key sets in its word.
@@ -61,7 +64,7 @@ impl KeyFilter {
         // At most 2^32 - 1 words, which `locate`'s multiply-shift needs.
         let words = (expected_keys.saturating_mul(10) / 64).clamp(64, u32::MAX as usize);
         KeyFilter {
-            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            words: ZeroedWords::new(words),
         }
     }
 
@@ -70,7 +73,7 @@ impl KeyFilter {
         // The low half scaled to the length (a multiply and a shift, exact in 64 bits for a
         // length below 2^32) rather than reduced modulo it: a 64-bit division is tens of
         // cycles, on every insert and lookup.
-        let word = (((hash & 0xffff_ffff) * self.words.len() as u64) >> 32) as usize;
+        let word = (((hash & 0xffff_ffff) * self.words.words().len() as u64) >> 32) as usize;
         let mut mask = 0u64;
         let mut bits = hash >> 32;
         for _ in 0..KEY_FILTER_PROBES {
@@ -85,7 +88,7 @@ impl KeyFilter {
     /// store do: a locked `fetch_or` would stall the writer on the cache miss of a random word
     /// (a sixth of a sequential load's writer time).
     fn set(&self, (word, mask): (usize, u64)) {
-        let slot = &self.words[word];
+        let slot = &self.words.words()[word];
         let bits = slot.load(Ordering::Relaxed);
         if bits & mask != mask {
             slot.store(bits | mask, Ordering::Relaxed);
@@ -94,7 +97,7 @@ impl KeyFilter {
 
     fn may_contain(&self, user_key: &[u8]) -> bool {
         let (word, mask) = self.locate(user_key);
-        self.words[word].load(Ordering::Relaxed) & mask == mask
+        self.words.words()[word].load(Ordering::Relaxed) & mask == mask
     }
 }
 
@@ -147,7 +150,7 @@ impl MemTable {
     pub(crate) fn prefetch_filter(&self, user_key: &[u8]) -> Option<FilterSlot> {
         let f = self.filter.as_ref()?;
         let slot = f.locate(user_key);
-        crate::prefetch::line(f.words[slot.0].as_ptr());
+        crate::prefetch::line(f.words.words()[slot.0].as_ptr());
         Some(FilterSlot(slot))
     }
 
@@ -189,7 +192,11 @@ impl MemTable {
     /// tail of the current arena chunk is not counted, so the figure grows with each add and
     /// stays meaningful for small write buffers.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.list.memory_usage() + self.filter.as_ref().map_or(0, |f| f.words.len() * 8)
+        self.list.memory_usage()
+            + self
+                .filter
+                .as_ref()
+                .map_or(0, |f| f.words.words().len() * 8)
     }
 
     /// Number of entries added.
@@ -250,7 +257,7 @@ impl MemTableInserter<'_> {
             f.set(slot);
             if let Some(next) = next_user_key {
                 let slot = f.locate(next);
-                crate::prefetch::line(f.words[slot.0].as_ptr());
+                crate::prefetch::line(f.words.words()[slot.0].as_ptr());
                 self.next_filter_slot = Some(slot);
             }
         }

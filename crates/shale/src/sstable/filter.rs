@@ -34,10 +34,12 @@
 //!
 //! Format doc: `docs/format/sstable.md` ("Filter block").
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::bigbuf::ZeroedBytes;
 use crate::env::RandomAccessFile;
 
 /// Bytes of one line of a cache-local filter: one CPU cache line.
@@ -95,7 +97,77 @@ fn whole_probes(hash: u64, num_probes: u8, num_bits: u64) -> impl Iterator<Item 
 #[derive(Debug)]
 pub struct BloomFilterBuilder {
     bits_per_key: u32,
-    hashes: Vec<u64>,
+    hashes: HashLog,
+}
+
+/// Hashes in the heap's first chunk: a small table's filter needs no map.
+const FIRST_CHUNK_HASHES: usize = 4 << 10;
+/// Most hashes in a chunk (1 MiB). Each later chunk, a map of its own, is twice the one before
+/// up to this size, so the room populated but unused stays under half the hashes and 1 MiB.
+const MAX_CHUNK_HASHES: usize = 128 << 10;
+
+/// The hashes of a table's keys, in chunks that never move: a table of 8-byte values holds a
+/// few hundred thousand keys, and a doubling `Vec` of their hashes would reach 2 MiB, copy
+/// itself at each step and hold up to twice what it needs. Later chunks are anonymous maps
+/// (see [`crate::bigbuf`]), so a builder's hashes leave the allocator's arenas alone.
+#[derive(Default)]
+struct HashLog {
+    chunks: Vec<ZeroedBytes>,
+    /// Hashes in the last chunk.
+    in_last: usize,
+    len: usize,
+    last: Option<u64>,
+}
+
+impl std::fmt::Debug for HashLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashLog")
+            .field("len", &self.len)
+            .field("chunks", &self.chunks.len())
+            .finish()
+    }
+}
+
+impl HashLog {
+    fn push(&mut self, h: u64) {
+        let full = self
+            .chunks
+            .last()
+            .is_none_or(|c| self.in_last * 8 == c.len());
+        if full {
+            let hashes = self.chunks.last().map_or(FIRST_CHUNK_HASHES, |c| {
+                (c.len() / 8 * 2).min(MAX_CHUNK_HASHES)
+            });
+            self.chunks.push(ZeroedBytes::new(hashes * 8));
+            self.in_last = 0;
+        }
+        if let Some(slot) = self
+            .chunks
+            .last_mut()
+            .and_then(|c| c.get_mut(self.in_last * 8..self.in_last * 8 + 8))
+        {
+            slot.copy_from_slice(&h.to_ne_bytes());
+            self.in_last += 1;
+            self.len += 1;
+            self.last = Some(h);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let n = self.chunks.len();
+        self.chunks.iter().enumerate().flat_map(move |(i, c)| {
+            let used = if i + 1 == n {
+                self.in_last * 8
+            } else {
+                c.len()
+            };
+            c[..used].chunks_exact(8).map(|b| {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(b);
+                u64::from_ne_bytes(word)
+            })
+        })
+    }
 }
 
 impl BloomFilterBuilder {
@@ -104,7 +176,7 @@ impl BloomFilterBuilder {
         debug_assert!(bits_per_key > 0);
         BloomFilterBuilder {
             bits_per_key: bits_per_key.max(1),
-            hashes: Vec::new(),
+            hashes: HashLog::default(),
         }
     }
 
@@ -112,14 +184,14 @@ impl BloomFilterBuilder {
     /// user key; the repeats are skipped so they do not inflate the filter.
     pub fn add_key(&mut self, user_key: &[u8]) {
         let h = filter_hash(user_key);
-        if self.hashes.last() != Some(&h) {
+        if self.hashes.last != Some(h) {
             self.hashes.push(h);
         }
     }
 
     /// Number of (deduplicated) keys added.
     pub fn num_keys(&self) -> usize {
-        self.hashes.len()
+        self.hashes.len
     }
 
     /// ln 2 probes per bit-per-key minimise the false-positive rate.
@@ -128,10 +200,11 @@ impl BloomFilterBuilder {
         num_probes.clamp(1, u64::from(MAX_PROBES)) as u8
     }
 
-    /// Builds the filter bytes, in the [`FilterLayout::Blocked`] layout.
-    pub fn finish(&self) -> Vec<u8> {
+    /// Builds the filter bytes, in the [`FilterLayout::Blocked`] layout. A large filter's
+    /// bytes are an anonymous map of their own (see `HashLog` for why).
+    pub fn finish(&self) -> impl Deref<Target = [u8]> {
         let num_probes = self.num_probes();
-        let num_bits = (self.hashes.len() as u64).saturating_mul(u64::from(self.bits_per_key));
+        let num_bits = (self.hashes.len as u64).saturating_mul(u64::from(self.bits_per_key));
         // At most 2^32 lines, so the line choice stays within 64-bit arithmetic.
         let num_lines = num_bits
             .div_ceil(LINE_BYTES as u64 * 8)
@@ -140,8 +213,8 @@ impl BloomFilterBuilder {
             .ok()
             .and_then(|n| n.checked_mul(LINE_BYTES))
             .unwrap_or(usize::MAX);
-        let mut out = vec![0u8; num_bytes + 1];
-        for &h in &self.hashes {
+        let mut out = ZeroedBytes::new(num_bytes.saturating_add(1));
+        for h in self.hashes.iter() {
             let start = line_of(h, num_lines) as usize * LINE_BYTES;
             if let Some(line) = out.get_mut(start..start + LINE_BYTES) {
                 for bit in line_probes(h, num_probes) {
@@ -160,13 +233,13 @@ impl BloomFilterBuilder {
     #[doc(hidden)]
     pub fn finish_whole(&self) -> Vec<u8> {
         let num_probes = self.num_probes();
-        let num_bits = (self.hashes.len() as u64).saturating_mul(u64::from(self.bits_per_key));
+        let num_bits = (self.hashes.len as u64).saturating_mul(u64::from(self.bits_per_key));
         let num_bytes = usize::try_from(num_bits.div_ceil(8))
             .unwrap_or(usize::MAX)
             .max(MIN_WHOLE_FILTER_BYTES);
         let mut out = vec![0u8; num_bytes + 1];
         let m = num_bytes as u64 * 8;
-        for &h in &self.hashes {
+        for h in self.hashes.iter() {
             for bit in whole_probes(h, num_probes, m) {
                 if let Some(byte) = out.get_mut((bit / 8) as usize) {
                     *byte |= 1 << (bit % 8);
@@ -358,7 +431,7 @@ mod tests {
             b.add_key(&k);
         }
         let bytes = match layout {
-            FilterLayout::Blocked => b.finish(),
+            FilterLayout::Blocked => b.finish().to_vec(),
             FilterLayout::Whole => b.finish_whole(),
         };
         BloomFilter::from_bytes(&bytes, layout).expect("valid")
@@ -421,6 +494,44 @@ mod tests {
             assert!(r4 < 0.25, "{layout:?}: {r4}");
             assert!(r16 < 0.005, "{layout:?}: {r16}");
         }
+    }
+
+    #[test]
+    fn hash_log_keeps_every_hash_in_order_across_chunks() {
+        // Chunks of 4, 8, 16, 32, 64 and 128 Ki hashes, then two more of the largest size.
+        let n = FIRST_CHUNK_HASHES * 63 + MAX_CHUNK_HASHES + 3;
+        let hashes: Vec<u64> = (0..n as u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let mut log = HashLog::default();
+        for (i, &h) in hashes.iter().enumerate() {
+            log.push(h);
+            if i + 1 == FIRST_CHUNK_HASHES || i + 1 == FIRST_CHUNK_HASHES + 1 {
+                assert_eq!(log.iter().count(), i + 1, "at a chunk's edge");
+            }
+        }
+        assert_eq!(log.chunks.len(), 8);
+        assert_eq!(log.chunks[7].len(), MAX_CHUNK_HASHES * 8);
+        assert_eq!(log.len, n);
+        assert!(log.iter().eq(hashes.iter().copied()));
+    }
+
+    #[test]
+    fn filter_over_several_hash_chunks_has_no_false_negatives() {
+        let n = FIRST_CHUNK_HASHES * 4 + 10;
+        let key = |i: usize| format!("key{i:08}").into_bytes();
+        let mut b = BloomFilterBuilder::new(10);
+        for i in 0..n {
+            // A key repeated across the first chunk's edge is still counted once.
+            b.add_key(&key(i));
+            if i == FIRST_CHUNK_HASHES - 1 {
+                b.add_key(&key(i));
+            }
+        }
+        assert_eq!(b.num_keys(), n);
+        let f = BloomFilter::from_bytes(&b.finish(), FilterLayout::Blocked).expect("valid");
+        assert!((0..n).all(|i| f.may_contain(&key(i))));
+        assert!(false_positive_rate(&f, 20_000) < 0.03);
     }
 
     #[test]

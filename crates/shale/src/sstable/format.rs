@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use crate::codec::{
-    crc32c, crc32c_extend, decode_fixed32, decode_fixed64, mask_crc, put_fixed32, put_fixed64,
+    crc32c, crc32c_parts, decode_fixed32, decode_fixed64, mask_crc, put_fixed32, put_fixed64,
     put_varint32, put_varint64, unmask_crc, Decoder, MAX_VARINT64_LEN,
 };
 use crate::error::{Error, Result};
@@ -204,7 +204,7 @@ pub fn decode_footer(path: &Path, offset: u64, src: &[u8]) -> Result<Footer> {
 
 /// The masked crc32c stored in a block trailer: over the stored block bytes, then the type byte.
 pub fn block_checksum(contents: &[u8], block_type: u8) -> u32 {
-    mask_crc(crc32c_extend(crc32c(contents), &[block_type]))
+    mask_crc(crc32c_parts(&[contents, &[block_type]]))
 }
 
 /// Encodes a block trailer.

@@ -114,10 +114,7 @@ impl LogKind {
 }
 
 fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
-    crate::codec::mask_crc(crate::codec::crc32c_extend(
-        crate::codec::crc32c(&[kind]),
-        payload,
-    ))
+    crate::codec::mask_crc(crate::codec::crc32c_parts(&[&[kind], payload]))
 }
 
 /// The checksum of a recyclable fragment: over its type byte, its log number and its payload.
@@ -125,10 +122,7 @@ fn recyclable_fragment_crc(kind: u8, log: u32, payload: &[u8]) -> u32 {
     let mut prefix = [0u8; 5];
     prefix[0] = kind;
     prefix[1..].copy_from_slice(&log.to_le_bytes());
-    crate::codec::mask_crc(crate::codec::crc32c_extend(
-        crate::codec::crc32c(&prefix),
-        payload,
-    ))
+    crate::codec::mask_crc(crate::codec::crc32c_parts(&[&prefix, payload]))
 }
 
 fn encode_header(kind: LogKind, file_number: u64) -> Vec<u8> {
