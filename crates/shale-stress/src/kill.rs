@@ -6,7 +6,11 @@
 //! that was written.
 //!
 //! Each write `n` of thread `t` is a batch of two puts, `t{t}-a{n%SLOTS}` and `t{t}-b{n%SLOTS}`,
-//! both set to `value(t, n)`: a half batch shows as two slots that disagree.
+//! both set to `value(t, n)`: a half batch shows as two slots that disagree. Every
+//! [`WIDE_EVERY`]th write is also a wide one: it sets [`WIDE_SLOTS`] more keys, `t{t}-w{i}`, to
+//! `wide_value(t, n, i)`, about 44 KB of records, so its WAL record is large enough for the
+//! direct write path of the mapped log (`pwritev`, from 32 KiB) and a kill can tear one there.
+//! After recovery every wide slot holds the newest wide write, and all of them the same one.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -21,6 +25,10 @@ use shale::{Db, Options, WriteBatch, WriteOptions};
 
 /// Key slots per thread.
 const SLOTS: u64 = 40;
+/// One write in this many is wide (write `n` with `n % WIDE_EVERY == WIDE_EVERY - 1`).
+pub const WIDE_EVERY: u64 = 16;
+/// The extra keys a wide write sets.
+pub const WIDE_SLOTS: u64 = 400;
 
 /// Counts from the kill loop.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +67,24 @@ pub fn value(t: u64, n: u64) -> Vec<u8> {
     let mut v = format!("t{t}.n{n}.").into_bytes();
     v.resize(v.len() + (n % 7) as usize * 40, b'x');
     v
+}
+
+/// The value a wide write `n` of thread `t` gives its wide slot `i`: 100 bytes, under the blob
+/// threshold of [`options`], so the records stay in the WAL.
+pub fn wide_value(t: u64, n: u64, i: u64) -> Vec<u8> {
+    let mut v = format!("t{t}.n{n}.w{i}.").into_bytes();
+    v.resize(100, b'y');
+    v
+}
+
+/// Whether write `n` is a wide one.
+fn is_wide(n: u64) -> bool {
+    n % WIDE_EVERY == WIDE_EVERY - 1
+}
+
+/// The newest wide write among the first `count` writes.
+fn newest_wide(count: u64) -> Option<u64> {
+    (count >= WIDE_EVERY).then(|| count - 1 - count % WIDE_EVERY)
 }
 
 fn parse_value(v: &[u8]) -> Option<(u64, u64)> {
@@ -113,6 +139,11 @@ pub fn child_main(dir: &Path, acks: &Path, seed: u64, starts: &[u64]) -> Result<
                     let mut batch = WriteBatch::new();
                     batch.put(format!("t{t}-a{:03}", n % SLOTS), &v);
                     batch.put(format!("t{t}-b{:03}", n % SLOTS), &v);
+                    if is_wide(n) {
+                        for i in 0..WIDE_SLOTS {
+                            batch.put(format!("t{t}-w{i:03}"), wide_value(t, n, i));
+                        }
+                    }
                     let sync = rng.gen_bool(0.05);
                     db.write_opt(
                         batch,
@@ -296,6 +327,25 @@ fn verify(
                 ));
             }
         }
+        // Every wide slot holds the newest wide write below `count`: a torn wide batch, or
+        // one recovered without the narrow slots of the same write, shows here.
+        let wide = newest_wide(count);
+        for i in 0..WIDE_SLOTS {
+            let found = slots.get(&(t, 'w', i));
+            let ok = match (wide, found) {
+                (None, None) => true,
+                (Some(n), Some(v)) => *v == wide_value(t, n, i),
+                _ => false,
+            };
+            if !ok {
+                stats.inconsistent += 1;
+                let found = found.map(|v| String::from_utf8_lossy(v).into_owned());
+                stats.problem(format!(
+                    "cycle {cycle}: thread {t} wide slot {i}: expected wide write {wide:?}, \
+                     found {found:?}"
+                ));
+            }
+        }
         // Every acknowledged write must be there.
         let acked: Vec<u64> = std::fs::read_to_string(side_file(acks, t))
             .unwrap_or_default()
@@ -329,4 +379,32 @@ fn tempdir() -> std::io::Result<PathBuf> {
     ));
     std::fs::create_dir_all(&base)?;
     Ok(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_wide_write_below_a_count() {
+        assert_eq!(newest_wide(0), None);
+        assert_eq!(newest_wide(WIDE_EVERY - 1), None);
+        assert_eq!(newest_wide(WIDE_EVERY), Some(WIDE_EVERY - 1));
+        assert_eq!(newest_wide(2 * WIDE_EVERY - 1), Some(WIDE_EVERY - 1));
+        assert_eq!(newest_wide(2 * WIDE_EVERY), Some(2 * WIDE_EVERY - 1));
+        for count in 1..100 {
+            let brute = (0..count).rev().find(|&n| is_wide(n));
+            assert_eq!(newest_wide(count), brute, "count {count}");
+        }
+    }
+
+    #[test]
+    fn a_wide_write_is_large_enough_for_the_direct_wal_path_and_under_the_blob_threshold() {
+        let bytes: usize = (0..WIDE_SLOTS)
+            .map(|i| format!("t7-w{i:03}").len() + wide_value(7, 123_456, i).len())
+            .sum();
+        assert!(bytes > 40 * 1024, "{bytes} bytes");
+        let blob_min = options().min_blob_size.unwrap_or(usize::MAX);
+        assert!(wide_value(99, u64::MAX, WIDE_SLOTS).len() < blob_min);
+    }
 }
