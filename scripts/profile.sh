@@ -16,8 +16,8 @@
 #                    all of them)
 #   bench.txt        the benchmark's own output
 #
-# Flags after `--` go to shale-bench as they are; `--engine=shale` is prepended, and a 4 MB
-# cache unless the flags give `--cache_size`. PERF_FREQ sets the sampling rate (default 999 Hz).
+# Flags after `--` go to shale-bench as they are; `--engine=shale` and a 4 MB cache are
+# prepended unless the flags give `--engine`/`--engines` or `--cache_size`. PERF_FREQ sets the sampling rate (default 999 Hz).
 #
 # Installs what is missing: Debian's linux-perf (as root, or with sudo) and inferno (the
 # flamegraph tools, from crates.io, built into target/tools). Samples come from the
@@ -63,7 +63,11 @@ if [ -n "${PERF_DELAY_MS:-}" ]; then
   record+=(-D "$PERF_DELAY_MS")
 fi
 echo "profile: recording into $out/perf.data"
-defaults=(--engine=shale)
+defaults=()
+case " $* " in
+  *" --engine"*) ;;
+  *) defaults+=(--engine=shale) ;;
+esac
 case " $* " in
   *" --cache_size"*) ;;
   *) defaults+=(--cache_size=4194304) ;;

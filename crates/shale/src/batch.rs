@@ -483,7 +483,7 @@ impl WriteBatch {
                 // The record at hand went in; the next one breaks the order, so it and every
                 // one after it go in sorted.
                 // Sized once for the records left: collected from an iterator of unknown
-                // length, the buffer grew by doubling, ten reallocations for a batch of 1,000,
+                // length, the buffer grew by doubling, eight reallocations for a batch of 1,000,
                 // each able to take fresh pages from the allocator. A record takes at least two
                 // bytes, which bounds a count that a damaged batch overstates.
                 let left = usize::try_from(count - (seq - first))

@@ -13,10 +13,13 @@
 //! these buffers directly keeps the threshold where it was, and what they used goes back to
 //! the kernel at once.
 //!
-//! Maps are populated when made: one system call faults in every page, where a buffer faulted in
-//! page by page as it is touched cost the writer a fault per page of a memtable's key filter
-//! (6,600 faults in a 1M-key `fillseq,fillbatch`, 0.257 -> 0.287 us a write). Small buffers, and
-//! any whose map fails (no address space left, or Miri), use the heap.
+//! A buffer written at random is populated when made ([`ZeroedBytes::new`], [`ZeroedWords`]): one
+//! system call faults in every page, where faulting a memtable's key filter in page by page as
+//! inserts touched it cost the writer 6,600 faults in a 1M-key `fillseq,fillbatch` (0.257 ->
+//! 0.287 us a write). A buffer filled front to back is faulted in as it fills
+//! ([`ZeroedBytes::new_lazy`]): a fault per 4 KiB page of appends costs little, and room it never
+//! reaches is never resident. Small buffers, and any whose map fails (no address space left, or
+//! Miri), use the heap.
 
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
@@ -26,17 +29,20 @@ use std::sync::atomic::AtomicU64;
 /// KiB), and small enough that a system call per buffer would cost more than it saves.
 const MAP_MIN_BYTES: usize = 64 * 1024;
 
-/// Maps `len` zeroed bytes, populated, or `None` if the map fails or `len` is below
-/// [`MAP_MIN_BYTES`].
-fn map_zeroed(len: usize) -> Option<memmap2::MmapMut> {
+/// Maps `len` zeroed bytes, populated up front if `populate`, or `None` if the map fails or
+/// `len` is below [`MAP_MIN_BYTES`].
+fn map_zeroed(len: usize, populate: bool) -> Option<memmap2::MmapMut> {
     if len < MAP_MIN_BYTES || cfg!(miri) {
         return None;
     }
-    memmap2::MmapOptions::new()
-        .len(len)
-        .populate()
-        .map_anon()
-        .ok()
+    let mut options = memmap2::MmapOptions::new();
+    options.len(len);
+    if populate {
+        options.populate();
+    }
+    let map = options.map_anon().ok()?;
+    debug_assert_eq!(map.len(), len);
+    Some(map)
 }
 
 /// A fixed-length byte buffer, zeroed at creation.
@@ -48,9 +54,19 @@ pub(crate) enum ZeroedBytes {
 }
 
 impl ZeroedBytes {
-    /// `len` zero bytes.
+    /// `len` zero bytes, every page resident from the start: for a buffer written at random.
     pub(crate) fn new(len: usize) -> ZeroedBytes {
-        match map_zeroed(len) {
+        ZeroedBytes::with_map(map_zeroed(len, true), len)
+    }
+
+    /// `len` zero bytes whose pages become resident as they are first touched: for a buffer
+    /// filled front to back, which may never fill.
+    pub(crate) fn new_lazy(len: usize) -> ZeroedBytes {
+        ZeroedBytes::with_map(map_zeroed(len, false), len)
+    }
+
+    fn with_map(map: Option<memmap2::MmapMut>, len: usize) -> ZeroedBytes {
+        match map {
             Some(map) => ZeroedBytes::Mapped(map),
             None => ZeroedBytes::Heap(vec![0; len]),
         }
@@ -83,8 +99,10 @@ pub(crate) struct ZeroedWords {
 }
 
 enum WordStorage {
-    /// The map, and its start as words (taken once from the map's mutable pointer, so shared
-    /// access through atomics never goes through a `&[u8]` of the same bytes).
+    /// The map, and its start as words. The pointer is taken once, from the unique `&mut [u8]`
+    /// of the whole map, so it may write anywhere in it; nothing borrows the map again before
+    /// it is unmapped, so shared access through the atomics never meets a `&[u8]` of the same
+    /// bytes.
     Mapped {
         _map: memmap2::MmapMut,
         ptr: NonNull<AtomicU64>,
@@ -102,8 +120,11 @@ unsafe impl Sync for WordStorage {}
 impl ZeroedWords {
     /// `len` words, each 0.
     pub(crate) fn new(len: usize) -> ZeroedWords {
-        let bytes = len.saturating_mul(std::mem::size_of::<AtomicU64>());
-        if let Some(mut map) = map_zeroed(bytes) {
+        // A size past the address space cannot be mapped; the heap reports it as `Vec` does.
+        let map = len
+            .checked_mul(std::mem::size_of::<AtomicU64>())
+            .and_then(|bytes| map_zeroed(bytes, true));
+        if let Some(mut map) = map {
             // A map is page-aligned, so aligned for `AtomicU64`, and never at null.
             if let Some(ptr) = NonNull::new(map.as_mut_ptr().cast::<AtomicU64>()) {
                 return ZeroedWords {

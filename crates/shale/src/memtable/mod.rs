@@ -50,8 +50,8 @@ pub struct MemTable {
 /// a check costs one cache miss. Bits are set before the entry is inserted, and readers only
 /// look up entries published after their insert, so a reader never misses a visible entry.
 struct KeyFilter {
-    /// An anonymous map of its own when large (320 KiB for an 8 MiB memtable of 100-byte
-    /// values): see [`crate::bigbuf`] for why not the heap.
+    /// An anonymous map of its own when large (320 KiB for an 8 MiB write buffer): see
+    /// [`crate::bigbuf`] for why not the heap.
     words: ZeroedWords,
 }
 

@@ -103,7 +103,8 @@ pub struct BloomFilterBuilder {
 /// Hashes in the heap's first chunk: a small table's filter needs no map.
 const FIRST_CHUNK_HASHES: usize = 4 << 10;
 /// Most hashes in a chunk (1 MiB). Each later chunk, a map of its own, is twice the one before
-/// up to this size, so the room populated but unused stays under half the hashes and 1 MiB.
+/// up to this size. Maps are faulted in as the hashes fill them, so the room resident but unused
+/// is under a page.
 const MAX_CHUNK_HASHES: usize = 128 << 10;
 
 /// The hashes of a table's keys, in chunks that never move: a table of 8-byte values holds a
@@ -138,19 +139,18 @@ impl HashLog {
             let hashes = self.chunks.last().map_or(FIRST_CHUNK_HASHES, |c| {
                 (c.len() / 8 * 2).min(MAX_CHUNK_HASHES)
             });
-            self.chunks.push(ZeroedBytes::new(hashes * 8));
+            // Filled front to back: faulted in as it fills.
+            self.chunks.push(ZeroedBytes::new_lazy(hashes * 8));
             self.in_last = 0;
         }
-        if let Some(slot) = self
-            .chunks
-            .last_mut()
-            .and_then(|c| c.get_mut(self.in_last * 8..self.in_last * 8 + 8))
-        {
-            slot.copy_from_slice(&h.to_ne_bytes());
-            self.in_last += 1;
-            self.len += 1;
-            self.last = Some(h);
-        }
+        // Never skipped: a hash left out would make the filter deny a key the table holds. The
+        // chunk exists and has room, by the check above.
+        let at = self.in_last * 8;
+        let chunk = self.chunks.len() - 1;
+        self.chunks[chunk][at..at + 8].copy_from_slice(&h.to_ne_bytes());
+        self.in_last += 1;
+        self.len += 1;
+        self.last = Some(h);
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
@@ -202,7 +202,7 @@ impl BloomFilterBuilder {
 
     /// Builds the filter bytes, in the [`FilterLayout::Blocked`] layout. A large filter's
     /// bytes are an anonymous map of their own (see `HashLog` for why).
-    pub fn finish(&self) -> impl Deref<Target = [u8]> {
+    pub fn finish(&self) -> impl Deref<Target = [u8]> + use<> {
         let num_probes = self.num_probes();
         let num_bits = (self.hashes.len as u64).saturating_mul(u64::from(self.bits_per_key));
         // At most 2^32 lines, so the line choice stays within 64-bit arithmetic.
