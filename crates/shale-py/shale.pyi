@@ -68,6 +68,7 @@ class DB:
         block_cache_capacity: Optional[int] = None,
         bloom_bits_per_key: Optional[int] = None,
         compression: Optional[str] = None,
+        flush_lz4_acceleration: Optional[int] = None,
         max_file_size: Optional[int] = None,
         merge_operator: Optional[str] = None,
     ) -> None: ...

@@ -155,6 +155,8 @@ enum {
   shale_zstd_compression = 3 /* level 3 */
 };
 void shale_options_set_compression(shale_options_t* options, int compression);
+/* LZ4 acceleration of flushed tables (default 2; 1 to 65537, larger is faster and compresses less). */
+void shale_options_set_flush_lz4_acceleration(shale_options_t* options, int acceleration);
 
 /* A built-in merge operator: "uint64add" (8-byte little-endian counters, wrapping),
  * "stringappend" (joins operands with ','), "max" (bytewise largest). NULL removes it. */

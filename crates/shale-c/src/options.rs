@@ -208,6 +208,29 @@ pub unsafe extern "C" fn shale_options_set_max_file_size(options: *mut ShaleOpti
     unsafe { with_options(options, |o| o.options.max_file_size = size as u64) }
 }
 
+/// LZ4 acceleration for the tables a flush writes (default 2; 1 is LZ4's default, larger is
+/// faster and compresses less; compactions always use 1). Out of 1 to 65537 makes `shale_open`
+/// fail.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn shale_options_set_flush_lz4_acceleration(
+    options: *mut ShaleOptions,
+    acceleration: i32,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        with_options(options, |o| match u32::try_from(acceleration) {
+            Ok(a) => o.options.flush_lz4_acceleration = a,
+            Err(_) => remember(
+                o,
+                format!("flush_lz4_acceleration must not be negative, got {acceleration}"),
+            ),
+        })
+    }
+}
+
 /// Block compression: one of `shale_no_compression`, `shale_snappy_compression`,
 /// `shale_lz4_compression` (the default), `shale_zstd_compression`. Another code makes
 /// `shale_open` fail.

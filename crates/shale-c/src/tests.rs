@@ -266,7 +266,7 @@ type SetOption = fn(*mut ShaleOptions);
 fn invalid_options_fail_at_open_with_a_message() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = c_path(&dir);
-    let attempts: [(&str, SetOption); 5] = [
+    let attempts: [(&str, SetOption); 7] = [
         ("unknown merge operator \"sum\"", |o| {
             // SAFETY: a live handle and a static string.
             unsafe { shale_options_set_merge_operator(o, c"sum".as_ptr()) }
@@ -286,6 +286,14 @@ fn invalid_options_fail_at_open_with_a_message() {
         ("write_buffer_size must be at least 4 KiB", |o| {
             // SAFETY: a live handle.
             unsafe { shale_options_set_write_buffer_size(o, 10) }
+        }),
+        ("flush_lz4_acceleration must not be negative", |o| {
+            // SAFETY: a live handle.
+            unsafe { shale_options_set_flush_lz4_acceleration(o, -1) }
+        }),
+        ("flush_lz4_acceleration must be between 1 and 65537", |o| {
+            // SAFETY: a live handle.
+            unsafe { shale_options_set_flush_lz4_acceleration(o, 0) }
         }),
     ];
     for (expected, set) in attempts {

@@ -194,6 +194,7 @@ impl PyDb {
         block_cache_capacity = None,
         bloom_bits_per_key = None,
         compression = None,
+        flush_lz4_acceleration = None,
         max_file_size = None,
         merge_operator = None,
     ))]
@@ -211,6 +212,7 @@ impl PyDb {
         block_cache_capacity: Option<usize>,
         bloom_bits_per_key: Option<u32>,
         compression: Option<&str>,
+        flush_lz4_acceleration: Option<u32>,
         max_file_size: Option<u64>,
         merge_operator: Option<&str>,
     ) -> PyResult<Self> {
@@ -232,6 +234,8 @@ impl PyDb {
                     ))
                 })?,
             },
+            flush_lz4_acceleration: flush_lz4_acceleration
+                .unwrap_or(defaults.flush_lz4_acceleration),
             max_file_size: max_file_size.unwrap_or(defaults.max_file_size),
             merge_operator: merge_operator.map(self::merge_operator).transpose()?,
             ..defaults

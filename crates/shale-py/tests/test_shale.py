@@ -87,6 +87,8 @@ def test_open_errors_map_to_exception_classes(path):
         shale.DB(path, merge_operator="sum")
     with pytest.raises(shale.InvalidArgumentError, match="write_buffer_size"):
         shale.DB(path, write_buffer_size=10)
+    with pytest.raises(shale.InvalidArgumentError, match="flush_lz4_acceleration"):
+        shale.DB(path, flush_lz4_acceleration=0)
     with pytest.raises(TypeError):
         shale.DB(path, no_such_option=True)
 
@@ -116,6 +118,7 @@ def test_options_are_applied(path):
         block_cache_capacity=0,
         bloom_bits_per_key=0,
         compression="zstd:5",
+        flush_lz4_acceleration=4,
         max_file_size=64 * 1024,
         paranoid_checks=True,
     )

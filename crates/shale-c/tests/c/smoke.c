@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   shale_options_set_merge_operator(options, "uint64add");
   shale_options_set_write_buffer_size(options, 64 * 1024);
   shale_options_set_compression(options, shale_zstd_compression);
+  shale_options_set_flush_lz4_acceleration(options, 4);
   shale_options_set_bloom_bits_per_key(options, 10);
   shale_options_set_block_cache_capacity(options, 1 << 20);
   shale_t* db = shale_open(path, options, &err);
