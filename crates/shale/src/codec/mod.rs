@@ -189,7 +189,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// crc32c of the concatenation of `parts`, as [`crc32c`] of their bytes laid end to end would
-/// give, without copying them together. Prefer it to [`crc32c_extend`] on hot paths.
+/// give, without copying them together.
 ///
 /// Why a thread's own digest: a `crc_fast::Digest` carries the algorithm's parameters (about
 /// 250 bytes of folding keys), and making one per call copied them each time where the
@@ -210,17 +210,6 @@ pub fn crc32c_parts(parts: &[&[u8]]) -> u32 {
         // A CRC-32 digest's value fits in 32 bits.
         digest.finalize() as u32
     })
-}
-
-/// Extends a crc32c with more data: `crc32c_extend(crc32c(a), b) == crc32c(a ++ b)`.
-#[inline]
-pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
-    // The digest's state is the register before the final inversion.
-    let mut digest =
-        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
-    digest.update(data);
-    // A CRC-32 digest's value fits in 32 bits.
-    digest.finalize() as u32
 }
 
 /// Masks a crc before storing it, so that a crc computed over data that itself contains
@@ -289,16 +278,16 @@ mod tests {
     fn crc_known_value_and_mask() {
         // crc32c("123456789") is the standard check value.
         assert_eq!(crc32c(b"123456789"), 0xe306_9283);
-        assert_eq!(crc32c_extend(crc32c(b"1234"), b"56789"), 0xe306_9283);
+        assert_eq!(crc32c_parts(&[b"1234", b"56789"]), 0xe306_9283);
         let c = crc32c(b"foo");
         assert_ne!(mask_crc(c), c);
         assert_eq!(unmask_crc(mask_crc(c)), c);
     }
 
     #[test]
-    fn crc_extends_across_any_split_and_every_size() {
-        // Sizes on both sides of the folding loops' block sizes, split anywhere: extending the
-        // first part's crc gives the whole's, and a bit flip anywhere changes it.
+    fn crc_of_parts_across_any_split_and_every_size() {
+        // Sizes on both sides of the folding loops' block sizes, split anywhere: the crc of the
+        // parts is the whole's, and a bit flip anywhere changes it.
         let data: Vec<u8> = (0..5000u32)
             .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
             .collect();
@@ -306,11 +295,6 @@ mod tests {
             let whole = crc32c(&data[..len]);
             for split in [0, 1, len / 3, len / 2, len.saturating_sub(1), len].map(|s| s.min(len)) {
                 let (a, b) = data[..len].split_at(split);
-                assert_eq!(
-                    crc32c_extend(crc32c(a), b),
-                    whole,
-                    "len {len} split {split}"
-                );
                 assert_eq!(crc32c_parts(&[a, &[], b]), whole, "len {len} split {split}");
             }
             if len > 0 {
