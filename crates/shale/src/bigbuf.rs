@@ -140,10 +140,13 @@ impl ZeroedWords {
             storage: WordStorage::Heap((0..len).map(|_| AtomicU64::new(0)).collect()),
         }
     }
+}
 
-    /// The words.
+impl Deref for ZeroedWords {
+    type Target = [AtomicU64];
+
     #[inline]
-    pub(crate) fn words(&self) -> &[AtomicU64] {
+    fn deref(&self) -> &[AtomicU64] {
         match &self.storage {
             // SAFETY: `ptr` starts `len` words of zero-initialised (hence valid) `AtomicU64`s in
             // a map that `self` owns, aligned and alive for as long as the borrow of `self`.
@@ -191,19 +194,19 @@ mod tests {
     fn words_are_zeroed_and_shared_between_threads() {
         for len in [1, MAP_MIN_BYTES / 8 - 1, MAP_MIN_BYTES / 8, 100_000] {
             let w = ZeroedWords::new(len);
-            assert_eq!(w.words().len(), len);
-            assert!(w.words().iter().all(|x| x.load(Ordering::Relaxed) == 0));
+            assert_eq!(w.len(), len);
+            assert!(w.iter().all(|x| x.load(Ordering::Relaxed) == 0));
             std::thread::scope(|s| {
                 for t in 0..2u64 {
                     let w = &w;
                     s.spawn(move || {
-                        for x in w.words().iter().skip(t as usize).step_by(2) {
+                        for x in w.iter().skip(t as usize).step_by(2) {
                             x.fetch_or(1 << t, Ordering::Relaxed);
                         }
                     });
                 }
             });
-            for (i, x) in w.words().iter().enumerate() {
+            for (i, x) in w.iter().enumerate() {
                 assert_eq!(
                     x.load(Ordering::Relaxed),
                     1 << (i % 2),

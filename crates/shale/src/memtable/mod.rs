@@ -73,7 +73,7 @@ impl KeyFilter {
         // The low half scaled to the length (a multiply and a shift, exact in 64 bits for a
         // length below 2^32) rather than reduced modulo it: a 64-bit division is tens of
         // cycles, on every insert and lookup.
-        let word = (((hash & 0xffff_ffff) * self.words.words().len() as u64) >> 32) as usize;
+        let word = (((hash & 0xffff_ffff) * self.words.len() as u64) >> 32) as usize;
         let mut mask = 0u64;
         let mut bits = hash >> 32;
         for _ in 0..KEY_FILTER_PROBES {
@@ -88,7 +88,7 @@ impl KeyFilter {
     /// store do: a locked `fetch_or` would stall the writer on the cache miss of a random word
     /// (a sixth of a sequential load's writer time).
     fn set(&self, (word, mask): (usize, u64)) {
-        let slot = &self.words.words()[word];
+        let slot = &self.words[word];
         let bits = slot.load(Ordering::Relaxed);
         if bits & mask != mask {
             slot.store(bits | mask, Ordering::Relaxed);
@@ -97,7 +97,7 @@ impl KeyFilter {
 
     fn may_contain(&self, user_key: &[u8]) -> bool {
         let (word, mask) = self.locate(user_key);
-        self.words.words()[word].load(Ordering::Relaxed) & mask == mask
+        self.words[word].load(Ordering::Relaxed) & mask == mask
     }
 }
 
@@ -150,7 +150,7 @@ impl MemTable {
     pub(crate) fn prefetch_filter(&self, user_key: &[u8]) -> Option<FilterSlot> {
         let f = self.filter.as_ref()?;
         let slot = f.locate(user_key);
-        crate::prefetch::line(f.words.words()[slot.0].as_ptr());
+        crate::prefetch::line(f.words[slot.0].as_ptr());
         Some(FilterSlot(slot))
     }
 
@@ -192,11 +192,7 @@ impl MemTable {
     /// tail of the current arena chunk is not counted, so the figure grows with each add and
     /// stays meaningful for small write buffers.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.list.memory_usage()
-            + self
-                .filter
-                .as_ref()
-                .map_or(0, |f| f.words.words().len() * 8)
+        self.list.memory_usage() + self.filter.as_ref().map_or(0, |f| f.words.len() * 8)
     }
 
     /// Number of entries added.
@@ -257,7 +253,7 @@ impl MemTableInserter<'_> {
             f.set(slot);
             if let Some(next) = next_user_key {
                 let slot = f.locate(next);
-                crate::prefetch::line(f.words.words()[slot.0].as_ptr());
+                crate::prefetch::line(f.words[slot.0].as_ptr());
                 self.next_filter_slot = Some(slot);
             }
         }
