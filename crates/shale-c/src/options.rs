@@ -147,14 +147,15 @@ pub unsafe extern "C" fn shale_options_set_write_buffer_size(
 pub unsafe extern "C" fn shale_options_set_max_open_files(options: *mut ShaleOptions, n: i32) {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        with_options(options, |o| match usize::try_from(n) {
-            Ok(n) => o.options.max_open_files = n,
-            Err(_) => remember(o, format!("max_open_files must not be negative, got {n}")),
+        with_options(options, |o| {
+            if let Some(n) = non_negative(o, "max_open_files", n) {
+                o.options.max_open_files = n;
+            }
         })
     }
 }
 
-/// Uncompressed bytes per data block (default 4096).
+/// Uncompressed bytes per data block (default 2048).
 ///
 /// # Safety
 /// `options` is null or a live handle not used concurrently by another thread.
@@ -188,12 +189,10 @@ pub unsafe extern "C" fn shale_options_set_bloom_bits_per_key(
 ) {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        with_options(options, |o| match u32::try_from(bits) {
-            Ok(bits) => o.options.bloom_bits_per_key = bits,
-            Err(_) => remember(
-                o,
-                format!("bloom_bits_per_key must not be negative, got {bits}"),
-            ),
+        with_options(options, |o| {
+            if let Some(bits) = non_negative(o, "bloom_bits_per_key", bits) {
+                o.options.bloom_bits_per_key = bits;
+            }
         })
     }
 }
@@ -221,12 +220,10 @@ pub unsafe extern "C" fn shale_options_set_flush_lz4_acceleration(
 ) {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        with_options(options, |o| match u32::try_from(acceleration) {
-            Ok(a) => o.options.flush_lz4_acceleration = a,
-            Err(_) => remember(
-                o,
-                format!("flush_lz4_acceleration must not be negative, got {acceleration}"),
-            ),
+        with_options(options, |o| {
+            if let Some(a) = non_negative(o, "flush_lz4_acceleration", acceleration) {
+                o.options.flush_lz4_acceleration = a;
+            }
         })
     }
 }
@@ -293,6 +290,15 @@ fn remember(options: &mut ShaleOptions, message: String) {
     if options.invalid.is_none() {
         options.invalid = Some(format!("invalid argument: {message}"));
     }
+}
+
+/// `v` as a `T` if it is not negative; otherwise remembers that option `name` must not be.
+fn non_negative<T: TryFrom<i32>>(options: &mut ShaleOptions, name: &str, v: i32) -> Option<T> {
+    let converted = T::try_from(v).ok();
+    if converted.is_none() {
+        remember(options, format!("{name} must not be negative, got {v}"));
+    }
+    converted
 }
 
 /// Creates read options: latest state, checksums verified, blocks cached, no bounds.
