@@ -17,7 +17,8 @@
 #   bench.txt        the benchmark's own output
 #
 # Flags after `--` go to shale-bench as they are; `--engine=shale` and a 4 MB cache are
-# prepended unless the flags give `--engine`/`--engines` or `--cache_size`. PERF_FREQ sets the sampling rate (default 999 Hz).
+# prepended unless the flags give `--engine`/`--engines` or `--cache_size`. PERF_FREQ sets the
+# sampling rate (default 999 Hz).
 #
 # Installs what is missing: Debian's linux-perf (as root, or with sudo) and inferno (the
 # flamegraph tools, from crates.io, built into target/tools). Samples come from the
