@@ -22,7 +22,9 @@ use std::sync::Barrier;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::engines::{self, Batch, Direction, Engine, EngineKind, WriteMode, MARKER_FILE};
+use crate::engines::{
+    self, BatchHint, BatchSink, Direction, Engine, EngineKind, WriteMode, MARKER_FILE,
+};
 use crate::error::{Error, Result};
 use crate::flags::Settings;
 use crate::keys::{KeyFormat, Permutation};
@@ -342,7 +344,6 @@ fn do_write(ctx: &Ctx<'_>, spec: WriteSpec) -> Result<Outcome> {
         |tid, mut values, st| {
             let (lo, hi) = share(spec.count, ctx.threads(), tid);
             let mut key = Vec::with_capacity(ctx.keys.key_size());
-            let mut batch = Batch::new();
             let mut i = lo;
             while i < hi {
                 let end = (i + spec.batch).min(hi);
@@ -357,19 +358,31 @@ fn do_write(ctx: &Ctx<'_>, spec: WriteSpec) -> Result<Outcome> {
                         st.add_bytes((key.len() + value.len()) as u64);
                     }
                 } else {
-                    batch.clear();
-                    for j in i..end {
-                        ctx.keys.write(key_of(j), &mut key);
-                        if spec.delete {
-                            batch.delete(&key);
-                            st.add_bytes(key.len() as u64);
-                        } else {
-                            let value = values.generate(spec.value_size);
-                            batch.put(&key, value);
-                            st.add_bytes((key.len() + value.len()) as u64);
+                    // Into the engine's own batch as the keys and values are made, as
+                    // db_bench fills a `WriteBatch`.
+                    let value_size = if spec.delete { 0 } else { spec.value_size };
+                    let entries = (end - i) as usize;
+                    let hint = BatchHint {
+                        entries,
+                        payload_bytes: entries * (ctx.keys.key_size() + value_size),
+                    };
+                    let mut bytes = 0u64;
+                    let mut fill = |sink: &mut dyn BatchSink| -> Result<()> {
+                        for j in i..end {
+                            ctx.keys.write(key_of(j), &mut key);
+                            if spec.delete {
+                                sink.delete(&key)?;
+                                bytes += key.len() as u64;
+                            } else {
+                                let value = values.generate(spec.value_size);
+                                sink.put(&key, value)?;
+                                bytes += (key.len() + value.len()) as u64;
+                            }
                         }
-                    }
-                    ctx.engine.write(&batch, mode)?;
+                        Ok(())
+                    };
+                    ctx.engine.write_with(hint, &mut fill, mode)?;
+                    st.add_bytes(bytes);
                 }
                 st.finished_ops(end - i);
                 i = end;
@@ -853,24 +866,34 @@ pub fn influx_value(i: u64, out: &mut Vec<u8>) {
 fn influx_batches(ctx: &Ctx<'_>, from: u64, to: u64, delete: bool) -> Result<BenchStats> {
     let series = ctx.settings.series;
     run_clients(1, ctx.histogram(), &ctx.progress, |_, st| {
-        let mut batch = Batch::new();
         let mut value = Vec::new();
         let mut i = from;
         while i < to {
             let end = (i + BATCH_ENTRIES).min(to);
-            batch.clear();
-            for j in i..end {
-                let key = influx_key(j, series);
-                if delete {
-                    batch.delete(&key);
-                    st.add_bytes(key.len() as u64);
-                } else {
-                    influx_value(j, &mut value);
-                    batch.put(&key, &value);
-                    st.add_bytes((key.len() + value.len()) as u64);
+            let mut bytes = 0u64;
+            let mut fill = |sink: &mut dyn BatchSink| -> Result<()> {
+                for j in i..end {
+                    let key = influx_key(j, series);
+                    if delete {
+                        sink.delete(&key)?;
+                        bytes += key.len() as u64;
+                    } else {
+                        influx_value(j, &mut value);
+                        sink.put(&key, &value)?;
+                        bytes += (key.len() + value.len()) as u64;
+                    }
                 }
-            }
-            ctx.engine.write(&batch, WriteMode::default())?;
+                Ok(())
+            };
+            // A 24-byte key, and a value of a tag byte and a varint of at most 10 bytes.
+            let entries = (end - i) as usize;
+            let hint = BatchHint {
+                entries,
+                payload_bytes: entries * if delete { 24 } else { 24 + 11 },
+            };
+            ctx.engine
+                .write_with(hint, &mut fill, WriteMode::default())?;
+            st.add_bytes(bytes);
             st.finished_ops(end - i);
             i = end;
         }

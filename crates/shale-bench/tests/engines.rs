@@ -6,7 +6,9 @@
 
 use std::path::Path;
 
-use shale_bench::engines::{self, Batch, Direction, EngineConfig, EngineKind, WriteMode};
+use shale_bench::engines::{
+    self, Batch, BatchHint, Direction, EngineConfig, EngineKind, WriteMode,
+};
 use shale_bench::error::Error;
 use shale_bench::flags::Settings;
 use shale_bench::record::Status;
@@ -185,6 +187,61 @@ fn merge_support_matches_the_engines() {
         std::fs::create_dir(&path).expect("mkdir");
         let db = engines::open(kind, &config(&path, false)).expect("open");
         assert!(!db.supports_merge(), "{kind}");
+    }
+}
+
+#[test]
+fn a_batch_built_in_place_applies_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for kind in engines_in_build() {
+        let path = dir.path().join(kind.name());
+        std::fs::create_dir(&path).expect("mkdir");
+        let db = engines::open(kind, &config(&path, false)).expect("open");
+        let w = WriteMode::default();
+        let hint = BatchHint {
+            entries: 3,
+            payload_bytes: 6,
+        };
+        db.put(b"gone", b"0", w).expect("put");
+        db.write_with(
+            hint,
+            &mut |sink| {
+                sink.put(b"a", b"1")?;
+                sink.delete(b"gone")?;
+                sink.put(b"b", b"2")
+            },
+            w,
+        )
+        .expect("batch");
+        let all = collect(db.as_ref(), Direction::Forward, None, usize::MAX);
+        assert_eq!(keys(&all), vec![&b"a"[..], b"b"], "{kind}");
+
+        // A fill that fails part way applies none of what it added.
+        let failed = db.write_with(
+            hint,
+            &mut |sink| {
+                sink.put(b"c", b"3")?;
+                sink.delete(b"a")?;
+                Err(Error::Usage("the fill gives up".into()))
+            },
+            w,
+        );
+        assert!(matches!(failed, Err(Error::Usage(_))), "{kind}: {failed:?}");
+        // So does a merge the engine cannot take (no engine has an operator here).
+        let merged = db.write_with(
+            hint,
+            &mut |sink| {
+                sink.put(b"d", b"4")?;
+                sink.merge(b"b", &1u64.to_le_bytes())
+            },
+            w,
+        );
+        assert!(
+            matches!(merged, Err(Error::Unsupported { .. })),
+            "{kind}: {merged:?}"
+        );
+        let after = collect(db.as_ref(), Direction::Forward, None, usize::MAX);
+        assert_eq!(after, all, "{kind}");
     }
 }
 

@@ -17,7 +17,7 @@ use std::ptr;
 use libc::c_char;
 
 use super::{
-    debian_assertions_warning, library_of, setting, Batch, BatchEntry, CompressionChoice,
+    debian_assertions_warning, library_of, setting, BatchHint, BatchSink, CompressionChoice,
     Direction, Engine, EngineConfig, EngineInfo, Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
@@ -252,37 +252,20 @@ impl Engine for LevelDb {
         take_error("delete", err)
     }
 
-    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
-        // SAFETY: the C batch is created, filled with copies of valid slices, written and
-        // destroyed within this call.
-        unsafe {
-            let b = ffi::leveldb_writebatch_create();
-            for entry in batch.iter() {
-                match entry {
-                    BatchEntry::Put(k, v) => ffi::leveldb_writebatch_put(
-                        b,
-                        k.as_ptr().cast(),
-                        k.len(),
-                        v.as_ptr().cast(),
-                        v.len(),
-                    ),
-                    BatchEntry::Delete(k) => {
-                        ffi::leveldb_writebatch_delete(b, k.as_ptr().cast(), k.len())
-                    }
-                    BatchEntry::Merge(..) => {
-                        ffi::leveldb_writebatch_destroy(b);
-                        return Err(Error::Unsupported {
-                            engine: NAME,
-                            what: "merge",
-                        });
-                    }
-                }
-            }
-            let mut err = ptr::null_mut();
-            ffi::leveldb_write(self.db, self.write_options(mode), b, &mut err);
-            ffi::leveldb_writebatch_destroy(b);
-            take_error("write", err)
-        }
+    fn write_with(
+        &self,
+        hint: BatchHint,
+        fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
+        mode: WriteMode,
+    ) -> Result<()> {
+        // The C API's batch cannot reserve room.
+        let _ = hint;
+        let mut batch = LevelBatch::new();
+        fill(&mut batch)?;
+        let mut err = ptr::null_mut();
+        // SAFETY: the database and the batch are open; the batch outlives the call.
+        unsafe { ffi::leveldb_write(self.db, self.write_options(mode), batch.0, &mut err) };
+        take_error("write", err)
     }
 
     fn scan(
@@ -362,5 +345,51 @@ impl Engine for LevelDb {
             }
         }
         Ok(text)
+    }
+}
+
+/// A LevelDB `WriteBatch`, destroyed when dropped.
+struct LevelBatch(*mut ffi::leveldb_writebatch_t);
+
+impl LevelBatch {
+    fn new() -> LevelBatch {
+        // SAFETY: creates a batch that only `drop` destroys.
+        LevelBatch(unsafe { ffi::leveldb_writebatch_create() })
+    }
+}
+
+impl Drop for LevelBatch {
+    fn drop(&mut self) {
+        // SAFETY: the batch came from `leveldb_writebatch_create` and is destroyed once.
+        unsafe { ffi::leveldb_writebatch_destroy(self.0) }
+    }
+}
+
+impl BatchSink for LevelBatch {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        // SAFETY: the batch is live; LevelDB copies the slices.
+        unsafe {
+            ffi::leveldb_writebatch_put(
+                self.0,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+            )
+        };
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        // SAFETY: the batch is live; LevelDB copies the slice.
+        unsafe { ffi::leveldb_writebatch_delete(self.0, key.as_ptr().cast(), key.len()) };
+        Ok(())
+    }
+
+    fn merge(&mut self, _key: &[u8], _operand: &[u8]) -> Result<()> {
+        Err(Error::Unsupported {
+            engine: NAME,
+            what: "merge",
+        })
     }
 }

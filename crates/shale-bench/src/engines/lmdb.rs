@@ -19,8 +19,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 
 use super::{
-    library_of, setting, Batch, BatchEntry, Direction, Engine, EngineConfig, EngineInfo, Visitor,
-    WriteMode,
+    library_of, setting, BatchHint, BatchSink, Direction, Engine, EngineConfig, EngineInfo,
+    Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -270,20 +270,16 @@ impl Engine for Lmdb {
         txn.commit(mode)
     }
 
-    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
+    fn write_with(
+        &self,
+        hint: BatchHint,
+        fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
+        mode: WriteMode,
+    ) -> Result<()> {
+        // A write transaction, as LMDB's db_bench batches: nothing to reserve.
+        let _ = hint;
         let mut txn = WriteTxn::begin(self)?;
-        for entry in batch.iter() {
-            match entry {
-                BatchEntry::Put(k, v) => txn.put(k, v)?,
-                BatchEntry::Delete(k) => txn.delete(k)?,
-                BatchEntry::Merge(..) => {
-                    return Err(Error::Unsupported {
-                        engine: NAME,
-                        what: "merge",
-                    })
-                }
-            }
-        }
+        fill(&mut txn)?;
         txn.commit(mode)
     }
 
@@ -386,5 +382,22 @@ impl Engine for Lmdb {
             info.me_last_txnid,
             info.me_numreaders
         ))
+    }
+}
+
+impl BatchSink for WriteTxn<'_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        WriteTxn::put(self, key, value)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        WriteTxn::delete(self, key)
+    }
+
+    fn merge(&mut self, _key: &[u8], _operand: &[u8]) -> Result<()> {
+        Err(Error::Unsupported {
+            engine: NAME,
+            what: "merge",
+        })
     }
 }

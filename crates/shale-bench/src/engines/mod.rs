@@ -268,6 +268,25 @@ struct BatchOp {
     value_end: usize,
 }
 
+/// Receives the entries of a batch being built ([`Engine::write_with`]).
+pub trait BatchSink {
+    /// Adds a put.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Adds a delete.
+    fn delete(&mut self, key: &[u8]) -> Result<()>;
+    /// Adds a merge.
+    fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()>;
+}
+
+/// The size of a batch about to be built ([`Engine::write_with`]); an estimate, never a limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchHint {
+    /// Entries the batch will hold.
+    pub entries: usize,
+    /// Bytes of their keys and values together.
+    pub payload_bytes: usize,
+}
+
 /// Writes applied atomically, stored in one reusable buffer so that building a batch of a
 /// thousand entries allocates nothing after the first batch.
 #[derive(Debug, Default, Clone)]
@@ -329,6 +348,18 @@ impl Batch {
         self.ops.is_empty()
     }
 
+    /// Adds every entry, in order, to `sink`.
+    pub fn replay(&self, sink: &mut dyn BatchSink) -> Result<()> {
+        for entry in self.iter() {
+            match entry {
+                BatchEntry::Put(k, v) => sink.put(k, v)?,
+                BatchEntry::Delete(k) => sink.delete(k)?,
+                BatchEntry::Merge(k, v) => sink.merge(k, v)?,
+            }
+        }
+        Ok(())
+    }
+
     /// The entries in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> {
         let mut start = 0;
@@ -362,8 +393,26 @@ pub trait Engine: Send + Sync {
     /// Removes `key` (absent keys are not an error).
     fn delete(&self, key: &[u8], mode: WriteMode) -> Result<()>;
 
-    /// Applies every entry of `batch` atomically.
-    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()>;
+    /// Applies, atomically, every entry `fill` adds to the sink it is given: the engine's own
+    /// batch (or transaction), filled as the entries are made, as each engine's db_bench fills
+    /// a `WriteBatch` (LMDB's and SQLite's: a transaction) with no batch of the harness's in
+    /// between. `hint` sizes the batch for engines that can reserve room. A failure of `fill`
+    /// is returned and nothing of the batch is applied.
+    fn write_with(
+        &self,
+        hint: BatchHint,
+        fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
+        mode: WriteMode,
+    ) -> Result<()>;
+
+    /// Applies every entry of `batch` atomically ([`Engine::write_with`]).
+    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
+        let hint = BatchHint {
+            entries: batch.len(),
+            payload_bytes: batch.payload_bytes(),
+        };
+        self.write_with(hint, &mut |sink| batch.replay(sink), mode)
+    }
 
     /// True when [`Engine::merge`] works (a merge operator is installed and the engine has
     /// merges at all).

@@ -23,8 +23,8 @@ use std::ptr;
 use libc::c_char;
 
 use super::{
-    debian_assertions_warning, library_of, setting, version_from_library_name, Batch, BatchEntry,
-    CompressionChoice, Direction, Engine, EngineConfig, EngineInfo, Visitor, WriteMode,
+    debian_assertions_warning, library_of, setting, version_from_library_name, BatchHint,
+    BatchSink, CompressionChoice, Direction, Engine, EngineConfig, EngineInfo, Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -304,42 +304,24 @@ impl Engine for RocksDb {
         take_error(self.name(), "delete", err)
     }
 
-    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
-        if !self.merge && batch.iter().any(|e| matches!(e, BatchEntry::Merge(..))) {
-            return Err(Error::Unsupported {
-                engine: self.name(),
-                what: "merge without --merge_operator=uint64add",
-            });
-        }
-        // SAFETY: the C batch is created, filled with copies, written and destroyed here.
-        unsafe {
-            let b = ffi::rocksdb_writebatch_create();
-            for entry in batch.iter() {
-                match entry {
-                    BatchEntry::Put(k, v) => ffi::rocksdb_writebatch_put(
-                        b,
-                        k.as_ptr().cast(),
-                        k.len(),
-                        v.as_ptr().cast(),
-                        v.len(),
-                    ),
-                    BatchEntry::Delete(k) => {
-                        ffi::rocksdb_writebatch_delete(b, k.as_ptr().cast(), k.len())
-                    }
-                    BatchEntry::Merge(k, v) => ffi::rocksdb_writebatch_merge(
-                        b,
-                        k.as_ptr().cast(),
-                        k.len(),
-                        v.as_ptr().cast(),
-                        v.len(),
-                    ),
-                }
-            }
-            let mut err = ptr::null_mut();
-            ffi::rocksdb_write(self.db, self.write_options(mode), b, &mut err);
-            ffi::rocksdb_writebatch_destroy(b);
-            take_error(self.name(), "write", err)
-        }
+    fn write_with(
+        &self,
+        hint: BatchHint,
+        fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
+        mode: WriteMode,
+    ) -> Result<()> {
+        // The C API's batch cannot reserve room.
+        let _ = hint;
+        let mut batch = RocksBatch {
+            batch: RocksBatch::create(),
+            merge: self.merge,
+            engine: self.name(),
+        };
+        fill(&mut batch)?;
+        let mut err = ptr::null_mut();
+        // SAFETY: the database and the batch are open; the batch outlives the call.
+        unsafe { ffi::rocksdb_write(self.db, self.write_options(mode), batch.batch, &mut err) };
+        take_error(self.name(), "write", err)
     }
 
     fn supports_merge(&self) -> bool {
@@ -439,5 +421,69 @@ impl Engine for RocksDb {
             }
         }
         Ok(text)
+    }
+}
+
+/// A RocksDB `WriteBatch`, destroyed when dropped.
+struct RocksBatch {
+    batch: *mut ffi::rocksdb_writebatch_t,
+    /// Whether the database has a merge operator.
+    merge: bool,
+    engine: &'static str,
+}
+
+impl RocksBatch {
+    fn create() -> *mut ffi::rocksdb_writebatch_t {
+        // SAFETY: creates a batch that only `drop` destroys.
+        unsafe { ffi::rocksdb_writebatch_create() }
+    }
+}
+
+impl Drop for RocksBatch {
+    fn drop(&mut self) {
+        // SAFETY: the batch came from `rocksdb_writebatch_create` and is destroyed once.
+        unsafe { ffi::rocksdb_writebatch_destroy(self.batch) }
+    }
+}
+
+impl BatchSink for RocksBatch {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        // SAFETY: the batch is live; RocksDB copies the slices.
+        unsafe {
+            ffi::rocksdb_writebatch_put(
+                self.batch,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+            )
+        };
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        // SAFETY: the batch is live; RocksDB copies the slice.
+        unsafe { ffi::rocksdb_writebatch_delete(self.batch, key.as_ptr().cast(), key.len()) };
+        Ok(())
+    }
+
+    fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
+        if !self.merge {
+            return Err(Error::Unsupported {
+                engine: self.engine,
+                what: "merge without --merge_operator=uint64add",
+            });
+        }
+        // SAFETY: the batch is live; RocksDB copies the slices.
+        unsafe {
+            ffi::rocksdb_writebatch_merge(
+                self.batch,
+                key.as_ptr().cast(),
+                key.len(),
+                operand.as_ptr().cast(),
+                operand.len(),
+            )
+        };
+        Ok(())
     }
 }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::{
-    setting, Batch, BatchEntry, CompressionChoice, Direction, Engine, EngineConfig, EngineInfo,
+    setting, BatchHint, BatchSink, CompressionChoice, Direction, Engine, EngineConfig, EngineInfo,
     Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
@@ -132,21 +132,22 @@ impl Engine for ShaleEngine {
             .map_err(shale_err("delete"))
     }
 
-    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
+    fn write_with(
+        &self,
+        hint: BatchHint,
+        fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
+        mode: WriteMode,
+    ) -> Result<()> {
         // Sized up front, as a user filling a large batch would: a kind byte and the varint
         // lengths of its key and value frame each record, 3 bytes while both are under 128
         // bytes (as in every batched benchmark; a longer one costs a reallocation at most).
-        // Counted without a second walk over the batch inside the timed loop.
-        let mut b = shale::WriteBatch::with_capacity(batch.payload_bytes() + 3 * batch.len());
-        for entry in batch.iter() {
-            match entry {
-                BatchEntry::Put(k, v) => b.put(k, v),
-                BatchEntry::Delete(k) => b.delete(k),
-                BatchEntry::Merge(k, v) => b.merge(k, v),
-            }
-        }
+        let mut batch = ShaleBatch {
+            batch: shale::WriteBatch::with_capacity(hint.payload_bytes + 3 * hint.entries),
+            merge: self.merge,
+        };
+        fill(&mut batch)?;
         self.db
-            .write_opt(b, self.write_options(mode))
+            .write_opt(batch.batch, self.write_options(mode))
             .map_err(shale_err("write"))
     }
 
@@ -196,5 +197,35 @@ impl Engine for ShaleEngine {
             .db
             .property("shale.stats")
             .unwrap_or_else(|| "shale.stats: not available\n".to_string()))
+    }
+}
+
+/// The batch a write is built in ([`Engine::write_with`]).
+struct ShaleBatch {
+    batch: shale::WriteBatch,
+    /// Whether the database has a merge operator.
+    merge: bool,
+}
+
+impl BatchSink for ShaleBatch {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.batch.put(key, value);
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.batch.delete(key);
+        Ok(())
+    }
+
+    fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
+        if !self.merge {
+            return Err(Error::Unsupported {
+                engine: NAME,
+                what: "merge without --merge_operator=uint64add",
+            });
+        }
+        self.batch.merge(key, operand);
+        Ok(())
     }
 }

@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
-    library_of, setting, Batch, BatchEntry, Direction, Engine, EngineConfig, EngineInfo, Visitor,
-    WriteMode,
+    library_of, setting, BatchHint, BatchSink, Direction, Engine, EngineConfig, EngineInfo,
+    Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -159,29 +159,23 @@ impl Engine for Sqlite {
         Ok(())
     }
 
-    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
+    fn write_with(
+        &self,
+        hint: BatchHint,
+        fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
+        mode: WriteMode,
+    ) -> Result<()> {
+        // A transaction, as SQLite's db_bench batches: nothing to reserve.
+        let _ = hint;
         let mut state = self.state.lock();
         state.set_sync(mode.sync || self.sync_all)?;
         let txn = state.conn.transaction().map_err(sql_err("begin"))?;
         {
-            let mut put = txn.prepare_cached(SQL_PUT).map_err(sql_err("prepare"))?;
-            let mut delete = txn.prepare_cached(SQL_DELETE).map_err(sql_err("prepare"))?;
-            for entry in batch.iter() {
-                match entry {
-                    BatchEntry::Put(k, v) => {
-                        put.execute(params![k, v]).map_err(sql_err("put"))?;
-                    }
-                    BatchEntry::Delete(k) => {
-                        delete.execute(params![k]).map_err(sql_err("delete"))?;
-                    }
-                    BatchEntry::Merge(..) => {
-                        return Err(Error::Unsupported {
-                            engine: NAME,
-                            what: "merge",
-                        })
-                    }
-                }
-            }
+            let mut sink = SqliteBatch {
+                put: txn.prepare_cached(SQL_PUT).map_err(sql_err("prepare"))?,
+                delete: txn.prepare_cached(SQL_DELETE).map_err(sql_err("prepare"))?,
+            };
+            fill(&mut sink)?;
         }
         txn.commit().map_err(sql_err("commit"))
     }
@@ -240,5 +234,34 @@ impl Engine for Sqlite {
             text.push_str(&format!("{pragma}: {value}\n"));
         }
         Ok(text)
+    }
+}
+
+/// The statements a batch's transaction runs ([`Engine::write_with`]).
+struct SqliteBatch<'c> {
+    put: rusqlite::CachedStatement<'c>,
+    delete: rusqlite::CachedStatement<'c>,
+}
+
+impl BatchSink for SqliteBatch<'_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put
+            .execute(params![key, value])
+            .map_err(sql_err("put"))?;
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.delete
+            .execute(params![key])
+            .map_err(sql_err("delete"))?;
+        Ok(())
+    }
+
+    fn merge(&mut self, _key: &[u8], _operand: &[u8]) -> Result<()> {
+        Err(Error::Unsupported {
+            engine: NAME,
+            what: "merge",
+        })
     }
 }
