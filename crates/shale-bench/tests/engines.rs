@@ -214,7 +214,14 @@ fn a_batch_built_in_place_applies_whole_or_not_at_all() {
         )
         .expect("batch");
         let all = collect(db.as_ref(), Direction::Forward, None, usize::MAX);
-        assert_eq!(keys(&all), vec![&b"a"[..], b"b"], "{kind}");
+        assert_eq!(
+            all,
+            vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"b".to_vec(), b"2".to_vec())
+            ],
+            "{kind}"
+        );
 
         // A fill that fails part way applies none of what it added.
         let failed = db.write_with(
@@ -242,6 +249,37 @@ fn a_batch_built_in_place_applies_whole_or_not_at_all() {
         );
         let after = collect(db.as_ref(), Direction::Forward, None, usize::MAX);
         assert_eq!(after, all, "{kind}");
+        drop(db);
+
+        // With the operator, a batch's merge applies where the engine has merges, and is still
+        // refused, with nothing applied, where it has none.
+        let path = dir.path().join(format!("{}-merge", kind.name()));
+        std::fs::create_dir(&path).expect("mkdir");
+        let db = engines::open(kind, &config(&path, true)).expect("open");
+        db.put(b"n", &5u64.to_le_bytes(), w).expect("put");
+        let merged = db.write_with(
+            hint,
+            &mut |sink| {
+                sink.put(b"m", b"0")?;
+                sink.merge(b"n", &2u64.to_le_bytes())
+            },
+            w,
+        );
+        let mut out = Vec::new();
+        if has_merge(kind) {
+            merged.expect("batch with a merge");
+            assert!(db.get(b"n", &mut out).expect("get"), "{kind}");
+            assert_eq!(out, 7u64.to_le_bytes(), "{kind}");
+            assert!(db.get(b"m", &mut out).expect("get"), "{kind}");
+        } else {
+            assert!(
+                matches!(merged, Err(Error::Unsupported { .. })),
+                "{kind}: {merged:?}"
+            );
+            assert!(!db.get(b"m", &mut out).expect("get"), "{kind}");
+            assert!(db.get(b"n", &mut out).expect("get"), "{kind}");
+            assert_eq!(out, 5u64.to_le_bytes(), "{kind}");
+        }
     }
 }
 

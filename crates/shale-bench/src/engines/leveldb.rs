@@ -254,12 +254,11 @@ impl Engine for LevelDb {
 
     fn write_with(
         &self,
-        hint: BatchHint,
+        _hint: BatchHint,
         fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
         mode: WriteMode,
     ) -> Result<()> {
         // The C API's batch cannot reserve room.
-        let _ = hint;
         let mut batch = LevelBatch::new();
         fill(&mut batch)?;
         let mut err = ptr::null_mut();

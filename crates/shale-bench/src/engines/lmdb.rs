@@ -272,12 +272,11 @@ impl Engine for Lmdb {
 
     fn write_with(
         &self,
-        hint: BatchHint,
+        _hint: BatchHint,
         fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
         mode: WriteMode,
     ) -> Result<()> {
         // A write transaction, as LMDB's db_bench batches: nothing to reserve.
-        let _ = hint;
         let mut txn = WriteTxn::begin(self)?;
         fill(&mut txn)?;
         txn.commit(mode)

@@ -287,8 +287,9 @@ pub struct BatchHint {
     pub payload_bytes: usize,
 }
 
-/// Writes applied atomically, stored in one reusable buffer so that building a batch of a
-/// thousand entries allocates nothing after the first batch.
+/// Writes applied atomically, collected in one buffer that [`Batch::clear`] keeps for reuse.
+/// [`Engine::write`] replays one into the engine's own batch; the benchmarks themselves build
+/// the engine's batch directly ([`Engine::write_with`]).
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     data: Vec<u8>,
@@ -396,8 +397,10 @@ pub trait Engine: Send + Sync {
     /// Applies, atomically, every entry `fill` adds to the sink it is given: the engine's own
     /// batch (or transaction), filled as the entries are made, as each engine's db_bench fills
     /// a `WriteBatch` (LMDB's and SQLite's: a transaction) with no batch of the harness's in
-    /// between. `hint` sizes the batch for engines that can reserve room. A failure of `fill`
-    /// is returned and nothing of the batch is applied.
+    /// between. `fill` is called exactly once. `hint` sizes the batch for engines that can
+    /// reserve room. If `fill` fails, its error is returned and nothing of the batch is
+    /// applied; `fill` must pass on the errors of the sink's calls (a sink may refuse an entry,
+    /// as engines without merges refuse a merge), or what it added before may be applied.
     fn write_with(
         &self,
         hint: BatchHint,

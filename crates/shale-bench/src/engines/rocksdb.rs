@@ -306,17 +306,12 @@ impl Engine for RocksDb {
 
     fn write_with(
         &self,
-        hint: BatchHint,
+        _hint: BatchHint,
         fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
         mode: WriteMode,
     ) -> Result<()> {
         // The C API's batch cannot reserve room.
-        let _ = hint;
-        let mut batch = RocksBatch {
-            batch: RocksBatch::create(),
-            merge: self.merge,
-            engine: self.name(),
-        };
+        let mut batch = RocksBatch::new(self.merge, self.name());
         fill(&mut batch)?;
         let mut err = ptr::null_mut();
         // SAFETY: the database and the batch are open; the batch outlives the call.
@@ -433,9 +428,13 @@ struct RocksBatch {
 }
 
 impl RocksBatch {
-    fn create() -> *mut ffi::rocksdb_writebatch_t {
-        // SAFETY: creates a batch that only `drop` destroys.
-        unsafe { ffi::rocksdb_writebatch_create() }
+    fn new(merge: bool, engine: &'static str) -> RocksBatch {
+        RocksBatch {
+            // SAFETY: creates a batch that only `drop` destroys.
+            batch: unsafe { ffi::rocksdb_writebatch_create() },
+            merge,
+            engine,
+        }
     }
 }
 

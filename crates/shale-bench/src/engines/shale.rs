@@ -21,6 +21,14 @@ fn shale_err(op: &'static str) -> impl Fn(shale::Error) -> Error {
     move |e| Error::engine(NAME, op, e.to_string())
 }
 
+/// The error for a merge on a database opened without `--merge_operator=uint64add`.
+fn unsupported_merge() -> Error {
+    Error::Unsupported {
+        engine: NAME,
+        what: "merge without --merge_operator=uint64add",
+    }
+}
+
 /// An open shale database.
 pub struct ShaleEngine {
     db: shale::Db,
@@ -156,6 +164,9 @@ impl Engine for ShaleEngine {
     }
 
     fn merge(&self, key: &[u8], operand: &[u8], mode: WriteMode) -> Result<()> {
+        if !self.merge {
+            return Err(unsupported_merge());
+        }
         self.db
             .merge_opt(key, operand, self.write_options(mode))
             .map_err(shale_err("merge"))
@@ -220,10 +231,7 @@ impl BatchSink for ShaleBatch {
 
     fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
         if !self.merge {
-            return Err(Error::Unsupported {
-                engine: NAME,
-                what: "merge without --merge_operator=uint64add",
-            });
+            return Err(unsupported_merge());
         }
         self.batch.merge(key, operand);
         Ok(())

@@ -161,12 +161,11 @@ impl Engine for Sqlite {
 
     fn write_with(
         &self,
-        hint: BatchHint,
+        _hint: BatchHint,
         fill: &mut dyn FnMut(&mut dyn BatchSink) -> Result<()>,
         mode: WriteMode,
     ) -> Result<()> {
         // A transaction, as SQLite's db_bench batches: nothing to reserve.
-        let _ = hint;
         let mut state = self.state.lock();
         state.set_sync(mode.sync || self.sync_all)?;
         let txn = state.conn.transaction().map_err(sql_err("begin"))?;
