@@ -17,8 +17,8 @@ use std::ptr;
 use libc::c_char;
 
 use super::{
-    debian_assertions_warning, library_of, setting, BatchHint, BatchSink, CompressionChoice,
-    Direction, Engine, EngineConfig, EngineInfo, Visitor, WriteMode,
+    debian_assertions_warning, library_of, no_merges, setting, BatchHint, BatchSink,
+    CompressionChoice, Direction, Engine, EngineConfig, EngineInfo, Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -386,9 +386,6 @@ impl BatchSink for LevelBatch {
     }
 
     fn merge(&mut self, _key: &[u8], _operand: &[u8]) -> Result<()> {
-        Err(Error::Unsupported {
-            engine: NAME,
-            what: "merge",
-        })
+        Err(no_merges(NAME))
     }
 }

@@ -19,8 +19,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 
 use super::{
-    library_of, setting, BatchHint, BatchSink, Direction, Engine, EngineConfig, EngineInfo,
-    Visitor, WriteMode,
+    library_of, no_merges, setting, BatchHint, BatchSink, Direction, Engine, EngineConfig,
+    EngineInfo, Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -394,9 +394,6 @@ impl BatchSink for WriteTxn<'_> {
     }
 
     fn merge(&mut self, _key: &[u8], _operand: &[u8]) -> Result<()> {
-        Err(Error::Unsupported {
-            engine: NAME,
-            what: "merge",
-        })
+        Err(no_merges(NAME))
     }
 }

@@ -425,10 +425,7 @@ pub trait Engine: Send + Sync {
 
     /// Merges `operand` into `key` with the configured operator.
     fn merge(&self, _key: &[u8], _operand: &[u8], _mode: WriteMode) -> Result<()> {
-        Err(Error::Unsupported {
-            engine: self.info().name,
-            what: "merge",
-        })
+        Err(no_merges(self.info().name))
     }
 
     /// Visits entries in `direction` from `start` (or from the first/last key) until the
@@ -521,6 +518,22 @@ pub(crate) fn debian_assertions_warning(library: Option<&std::path::Path>) -> Op
 
 /// Settings lines shared by the adapters: `name=value`.
 #[cfg(any(feature = "baselines", feature = "shale-engine"))]
+/// The error of a merge on `engine`, which has no merges at all.
+pub(crate) fn no_merges(engine: &'static str) -> Error {
+    Error::Unsupported {
+        engine,
+        what: "merge",
+    }
+}
+
+/// The error of a merge on `engine` opened without `--merge_operator=uint64add`.
+pub(crate) fn no_merge_operator(engine: &'static str) -> Error {
+    Error::Unsupported {
+        engine,
+        what: "merge without --merge_operator=uint64add",
+    }
+}
+
 pub(crate) fn setting(name: &str, value: impl fmt::Display) -> String {
     format!("{name}={value}")
 }

@@ -23,8 +23,9 @@ use std::ptr;
 use libc::c_char;
 
 use super::{
-    debian_assertions_warning, library_of, setting, version_from_library_name, BatchHint,
-    BatchSink, CompressionChoice, Direction, Engine, EngineConfig, EngineInfo, Visitor, WriteMode,
+    debian_assertions_warning, library_of, no_merge_operator, setting, version_from_library_name,
+    BatchHint, BatchSink, CompressionChoice, Direction, Engine, EngineConfig, EngineInfo, Visitor,
+    WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -325,10 +326,7 @@ impl Engine for RocksDb {
 
     fn merge(&self, key: &[u8], operand: &[u8], mode: WriteMode) -> Result<()> {
         if !self.merge {
-            return Err(Error::Unsupported {
-                engine: self.name(),
-                what: "merge without --merge_operator=uint64add",
-            });
+            return Err(no_merge_operator(self.name()));
         }
         let mut err = ptr::null_mut();
         // SAFETY: as in put.
@@ -468,10 +466,7 @@ impl BatchSink for RocksBatch {
 
     fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
         if !self.merge {
-            return Err(Error::Unsupported {
-                engine: self.engine,
-                what: "merge without --merge_operator=uint64add",
-            });
+            return Err(no_merge_operator(self.engine));
         }
         // SAFETY: the batch is live; RocksDB copies the slices.
         unsafe {

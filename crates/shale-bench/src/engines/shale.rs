@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use super::{
-    setting, BatchHint, BatchSink, CompressionChoice, Direction, Engine, EngineConfig, EngineInfo,
-    Visitor, WriteMode,
+    no_merge_operator, setting, BatchHint, BatchSink, CompressionChoice, Direction, Engine,
+    EngineConfig, EngineInfo, Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -19,14 +19,6 @@ const NAME: &str = "shale";
 
 fn shale_err(op: &'static str) -> impl Fn(shale::Error) -> Error {
     move |e| Error::engine(NAME, op, e.to_string())
-}
-
-/// The error for a merge on a database opened without `--merge_operator=uint64add`.
-fn unsupported_merge() -> Error {
-    Error::Unsupported {
-        engine: NAME,
-        what: "merge without --merge_operator=uint64add",
-    }
 }
 
 /// An open shale database.
@@ -165,7 +157,7 @@ impl Engine for ShaleEngine {
 
     fn merge(&self, key: &[u8], operand: &[u8], mode: WriteMode) -> Result<()> {
         if !self.merge {
-            return Err(unsupported_merge());
+            return Err(no_merge_operator(NAME));
         }
         self.db
             .merge_opt(key, operand, self.write_options(mode))
@@ -231,7 +223,7 @@ impl BatchSink for ShaleBatch {
 
     fn merge(&mut self, key: &[u8], operand: &[u8]) -> Result<()> {
         if !self.merge {
-            return Err(unsupported_merge());
+            return Err(no_merge_operator(NAME));
         }
         self.batch.merge(key, operand);
         Ok(())

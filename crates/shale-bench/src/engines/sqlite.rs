@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
-    library_of, setting, BatchHint, BatchSink, Direction, Engine, EngineConfig, EngineInfo,
-    Visitor, WriteMode,
+    library_of, no_merges, setting, BatchHint, BatchSink, Direction, Engine, EngineConfig,
+    EngineInfo, Visitor, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -258,9 +258,6 @@ impl BatchSink for SqliteBatch<'_> {
     }
 
     fn merge(&mut self, _key: &[u8], _operand: &[u8]) -> Result<()> {
-        Err(Error::Unsupported {
-            engine: NAME,
-            what: "merge",
-        })
+        Err(no_merges(NAME))
     }
 }
