@@ -183,3 +183,73 @@ fn flipped_byte_in_the_manifest_fails_open() {
         Ok(_) => panic!("open must fail on a damaged manifest"),
     }
 }
+
+/// A table deleted behind the database's back, at level 0 or deeper, stops an iterator with an
+/// error naming it, in either direction and after a seek into it, and fails a lookup of one of
+/// its keys; every entry returned before the error is one that was written.
+#[test]
+fn missing_table_stops_iterators_and_lookups_naming_it() {
+    for deeper in [false, true] {
+        let fs = MemFs::new();
+        let dir = Path::new("/db");
+        let n = 3000;
+        {
+            let db = Db::open(dir, options(&fs)).expect("open");
+            for i in 0..n {
+                db.put(format!("key{i:06}"), value(i)).expect("put");
+            }
+            db.flush().expect("flush");
+            if deeper {
+                db.compact_range(None, None).expect("compact");
+            }
+        }
+        let tables = files_with_suffix(&fs, dir, ".sst");
+        assert!(tables.len() >= 2, "want several tables, got {tables:?}");
+        let opts = Options {
+            paranoid_checks: false,
+            ..options(&fs)
+        };
+        let db = Db::open(dir, opts).expect("open");
+        let missing = &tables[tables.len() / 2];
+        fs.remove(missing).expect("remove");
+        let names_it = |e: &Error| e.to_string().contains(&missing.display().to_string());
+
+        // Forward from the first key, backward from the last, and a seek to a key the missing
+        // table holds: each ends in the error, having returned only written entries.
+        for direction in ["forward", "backward", "seek"] {
+            let mut it = db.iter(ReadOptions::default());
+            match direction {
+                "forward" => it.seek_to_first(),
+                "backward" => it.seek_to_last(),
+                _ => it.seek(format!("key{:06}", n / 2).as_bytes()),
+            }
+            let mut seen = 0u32;
+            while it.valid() {
+                let k = String::from_utf8_lossy(it.key()).into_owned();
+                let i: u32 = k.trim_start_matches("key").parse().expect("a written key");
+                assert_eq!(it.value(), value(i).as_slice(), "{direction}: {k}");
+                seen += 1;
+                if direction == "backward" {
+                    it.prev();
+                } else {
+                    it.next();
+                }
+            }
+            match it.status() {
+                Err(e) => assert!(names_it(&e), "{direction} (deeper: {deeper}): {e}"),
+                Ok(()) => {
+                    panic!("{direction} (deeper: {deeper}) ended cleanly after {seen} entries")
+                }
+            }
+            assert!(
+                seen < n,
+                "{direction}: every key came back without the missing table"
+            );
+        }
+        let errors = (0..n)
+            .filter_map(|i| db.get(format!("key{i:06}")).err())
+            .collect::<Vec<_>>();
+        assert!(!errors.is_empty(), "no lookup met the missing table");
+        assert!(errors.iter().all(names_it), "{}", errors[0]);
+    }
+}

@@ -57,7 +57,7 @@ use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::{blob_file_name, table_file_name};
 use crate::iter::{
-    split_expiring, InternalIterator, LevelIterator, MergingIterator, EXPIRY_PREFIX_LEN,
+    split_expiring, InternalIterator, LevelIterator, MergingIterator, OwnedLevel, EXPIRY_PREFIX_LEN,
 };
 use crate::key::{
     append_internal_key, make_internal_key, parse_internal_key, SequenceNumber, ValueKind,
@@ -374,8 +374,7 @@ impl DbInner {
             } else if !files.is_empty() {
                 children.push(Box::new(LevelIterator::new(
                     self.icmp.clone(),
-                    files.clone(),
-                    self.table_cache.clone(),
+                    OwnedLevel::new(files.clone(), self.table_cache.clone()),
                     flags,
                 )));
             }

@@ -90,6 +90,16 @@ impl ReadView {
         }
     }
 
+    /// The slot where this view pins table `number`'s handle, if it pins tables and the
+    /// version has that table.
+    fn slot(&self, number: u64) -> Option<&OnceLock<Arc<TableReader>>> {
+        let at = self
+            .tables
+            .binary_search_by_key(&number, |&(n, _)| n)
+            .ok()?;
+        self.tables.get(at).map(|(_, slot)| slot)
+    }
+
     /// The open handle of table `number`: the one this view pinned, else from `cache` (then
     /// pinned, when this view pins tables). A handle the view does not hold is kept alive in
     /// `opened`, which the caller owns for as long as it uses the returned reference.
@@ -99,12 +109,7 @@ impl ReadView {
         number: u64,
         opened: &'a mut Option<Arc<TableReader>>,
     ) -> Result<&'a TableReader> {
-        let slot = self
-            .tables
-            .binary_search_by_key(&number, |&(n, _)| n)
-            .ok()
-            .and_then(|at| self.tables.get(at))
-            .map(|(_, slot)| slot);
+        let slot = self.slot(number);
         if let Some(pinned) = slot.and_then(OnceLock::get) {
             return Ok(pinned);
         }
@@ -114,6 +119,21 @@ impl ReadView {
             let _ = slot.set(table.clone());
         }
         Ok(opened.insert(table))
+    }
+
+    /// A shared handle of table `number`, for an iterator that keeps it: as
+    /// [`ReadView::table`] finds it. A pinned handle costs a reference count, not a
+    /// table-cache lookup under a shard lock.
+    pub(crate) fn table_handle(&self, cache: &TableCache, number: u64) -> Result<Arc<TableReader>> {
+        let slot = self.slot(number);
+        if let Some(pinned) = slot.and_then(OnceLock::get) {
+            return Ok(pinned.clone());
+        }
+        let table = cache.get(number)?;
+        if let Some(slot) = slot {
+            let _ = slot.set(table.clone());
+        }
+        Ok(table)
     }
 }
 

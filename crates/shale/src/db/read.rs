@@ -4,18 +4,21 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::{Db, DbInner, ReadView};
 use crate::blob::BlobCache;
 use crate::error::{Error, Result};
 use crate::iter::{
-    apply_merge, resolve_value, split_expiring, DbIterator, InternalIterator, LevelIterator,
-    MergingIterator, ReadContext,
+    apply_merge, resolve_value, split_expiring, DbIterator, EmptyIterator, InternalIterator,
+    LevelIterator, LevelSource, MergingIterator, ReadContext,
 };
 use crate::key::{parse_internal_key, InternalKeyComparator, LookupKey, SequenceNumber, ValueKind};
 use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
-use crate::sstable::ReadFlags;
+use crate::sstable::{ReadFlags, TableReader};
+use crate::table_cache::TableCache;
+use crate::version::FileMetaData;
 
 /// Gathers what a point lookup finds, newest entry first.
 struct GetState<'a> {
@@ -258,7 +261,7 @@ impl DbInner {
     /// Every source of `view` as one merged internal iterator.
     pub(crate) fn internal_iter(
         &self,
-        view: &ReadView,
+        view: &Arc<ReadView>,
         flags: ReadFlags,
     ) -> Box<dyn InternalIterator> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -271,15 +274,20 @@ impl DbInner {
             children.push(Box::new(imm.iter()));
         }
         for file in view.version.files(0) {
-            children.push(self.table_cache.iter(file.number, flags));
+            children.push(match view.table_handle(&self.table_cache, file.number) {
+                Ok(table) => Box::new(table.iter(flags)),
+                Err(e) => Box::new(EmptyIterator::with_error(e)),
+            });
         }
         for level in 1..crate::limits::NUM_LEVELS {
-            let files = view.version.files(level);
-            if !files.is_empty() {
+            if !view.version.files(level).is_empty() {
                 children.push(Box::new(LevelIterator::new(
                     self.icmp.clone(),
-                    files.to_vec(),
-                    self.table_cache.clone(),
+                    ViewLevel {
+                        view: view.clone(),
+                        table_cache: self.table_cache.clone(),
+                        level,
+                    },
                     flags,
                 )));
             }
@@ -519,6 +527,24 @@ impl std::fmt::Debug for Range {
             .field("start", &self.start)
             .field("end", &self.end)
             .finish_non_exhaustive()
+    }
+}
+
+/// One level of a read view's version, for a [`LevelIterator`]: the view's list of tables,
+/// shared rather than copied, and their handles pinned in the view.
+struct ViewLevel {
+    view: Arc<ReadView>,
+    table_cache: Arc<TableCache>,
+    level: usize,
+}
+
+impl LevelSource for ViewLevel {
+    fn files(&self) -> &[Arc<FileMetaData>] {
+        self.view.version.files(self.level)
+    }
+
+    fn open(&self, number: u64) -> Result<Arc<TableReader>> {
+        self.view.table_handle(&self.table_cache, number)
     }
 }
 

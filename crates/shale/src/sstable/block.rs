@@ -837,6 +837,8 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
                 };
                 if below != Some(true) {
                     self.key.clear();
+                    // Sized once: a fresh cursor's empty buffer would otherwise grow twice.
+                    self.key.reserve(e.shared + stored.len());
                     self.key
                         .extend_from_slice(target.get(..e.shared).unwrap_or_default());
                     self.key.extend_from_slice(stored);
