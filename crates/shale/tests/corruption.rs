@@ -184,50 +184,96 @@ fn flipped_byte_in_the_manifest_fails_open() {
     }
 }
 
-/// A table deleted behind the database's back, at level 0 or deeper, stops an iterator with an
-/// error naming it, in either direction and after a seek into it, and fails a lookup of one of
-/// its keys; every entry returned before the error is one that was written.
+/// The tables of `level`, as (path, smallest user key), from the `shale.sstables` property.
+fn tables_at(db: &Db, dir: &Path, level: usize) -> Vec<(PathBuf, String)> {
+    let listing = db.property("shale.sstables").expect("sstables property");
+    let header = format!("--- level {level} ---");
+    listing
+        .lines()
+        .skip_while(|l| *l != header)
+        .skip(1)
+        .take_while(|l| !l.starts_with("---"))
+        .map(|l| {
+            // " 12:3456[\"key000100\" .. \"key000199\"]"
+            let (number, rest) = l.trim().split_once(':').expect("number:size[range]");
+            let smallest = rest.split('"').nth(1).expect("quoted smallest key");
+            (
+                dir.join(format!(
+                    "{:06}.sst",
+                    number.parse::<u64>().expect("file number")
+                )),
+                smallest.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A table deleted behind the database's back stops an iterator with an error naming it, in
+/// either direction and after a seek into it, and fails a lookup of its keys; every entry
+/// returned before the error is one that was written. Tables in level 0 (opened when the
+/// iterator is made) and deeper (opened as the cursor reaches them), with the read view
+/// pinning table handles and without (more tables than `max_open_files`).
 #[test]
 fn missing_table_stops_iterators_and_lookups_naming_it() {
-    for deeper in [false, true] {
+    for (level0, max_open_files) in [(true, 1000), (false, 1000), (true, 16), (false, 16)] {
+        let case = format!("level 0: {level0}, max_open_files: {max_open_files}");
         let fs = MemFs::new();
         let dir = Path::new("/db");
-        let n = 3000;
+        let n = 6000;
+        let opts = Options {
+            paranoid_checks: false,
+            max_open_files,
+            // Level 0 keeps every flushed table: none is compacted away under the test.
+            level0_file_num_compaction_trigger: 1000,
+            level0_slowdown_writes_trigger: 1000,
+            level0_stop_writes_trigger: 1000,
+            ..options(&fs)
+        };
         {
-            let db = Db::open(dir, options(&fs)).expect("open");
-            for i in 0..n {
+            let db = Db::open(dir, opts.clone()).expect("open");
+            for j in 0..n {
+                // In key order, each flushed table lies past the others and goes below level
+                // 0; shuffled, each spans the key range and stays in level 0.
+                let i = if level0 { (j * 7919) % n } else { j };
                 db.put(format!("key{i:06}"), value(i)).expect("put");
             }
             db.flush().expect("flush");
-            if deeper {
-                db.compact_range(None, None).expect("compact");
-            }
         }
-        let tables = files_with_suffix(&fs, dir, ".sst");
-        assert!(tables.len() >= 2, "want several tables, got {tables:?}");
-        let opts = Options {
-            paranoid_checks: false,
-            ..options(&fs)
-        };
         let db = Db::open(dir, opts).expect("open");
-        let missing = &tables[tables.len() / 2];
+        let level = if level0 {
+            0
+        } else {
+            (1..7)
+                .find(|&l| tables_at(&db, dir, l).len() > 1)
+                .expect("a deeper level")
+        };
+        let tables = tables_at(&db, dir, level);
+        assert!(
+            tables.len() >= 3,
+            "{case}: want several tables, got {tables:?}"
+        );
+        let total: usize = (0..7).map(|l| tables_at(&db, dir, l).len()).sum();
+        if max_open_files == 16 {
+            assert!(total > 16, "{case}: {total} tables leave the view pinning");
+        }
+        let (missing, smallest) = &tables[tables.len() / 2];
         fs.remove(missing).expect("remove");
         let names_it = |e: &Error| e.to_string().contains(&missing.display().to_string());
 
-        // Forward from the first key, backward from the last, and a seek to a key the missing
-        // table holds: each ends in the error, having returned only written entries.
+        // Forward from the first key, backward from the last, and a seek to the missing
+        // table's smallest key: each ends in the error, having returned only written entries.
         for direction in ["forward", "backward", "seek"] {
             let mut it = db.iter(ReadOptions::default());
             match direction {
                 "forward" => it.seek_to_first(),
                 "backward" => it.seek_to_last(),
-                _ => it.seek(format!("key{:06}", n / 2).as_bytes()),
+                _ => it.seek(smallest.as_bytes()),
             }
             let mut seen = 0u32;
             while it.valid() {
                 let k = String::from_utf8_lossy(it.key()).into_owned();
                 let i: u32 = k.trim_start_matches("key").parse().expect("a written key");
-                assert_eq!(it.value(), value(i).as_slice(), "{direction}: {k}");
+                assert_eq!(it.value(), value(i).as_slice(), "{case}, {direction}: {k}");
                 seen += 1;
                 if direction == "backward" {
                     it.prev();
@@ -236,20 +282,16 @@ fn missing_table_stops_iterators_and_lookups_naming_it() {
                 }
             }
             match it.status() {
-                Err(e) => assert!(names_it(&e), "{direction} (deeper: {deeper}): {e}"),
-                Ok(()) => {
-                    panic!("{direction} (deeper: {deeper}) ended cleanly after {seen} entries")
-                }
+                Err(e) => assert!(names_it(&e), "{case}, {direction}: {e}"),
+                Ok(()) => panic!("{case}, {direction}: ended cleanly after {seen} entries"),
             }
-            assert!(
-                seen < n,
-                "{direction}: every key came back without the missing table"
-            );
+            if direction == "seek" && !level0 {
+                assert_eq!(seen, 0, "{case}: the seek landed before the missing table");
+            }
         }
-        let errors = (0..n)
-            .filter_map(|i| db.get(format!("key{i:06}")).err())
-            .collect::<Vec<_>>();
-        assert!(!errors.is_empty(), "no lookup met the missing table");
-        assert!(errors.iter().all(names_it), "{}", errors[0]);
+        match db.get(smallest) {
+            Err(e) => assert!(names_it(&e), "{case}: {e}"),
+            Ok(v) => panic!("{case}: the missing table's first key read as {v:?}"),
+        }
     }
 }

@@ -43,6 +43,7 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::MutexGuard;
@@ -57,13 +58,15 @@ use crate::compaction::Compaction;
 use crate::error::{Error, Result};
 use crate::filename::{blob_file_name, table_file_name};
 use crate::iter::{
-    split_expiring, InternalIterator, LevelIterator, MergingIterator, OwnedLevel, EXPIRY_PREFIX_LEN,
+    split_expiring, InternalIterator, LevelIterator, LevelSource, MergingIterator,
+    EXPIRY_PREFIX_LEN,
 };
 use crate::key::{
     append_internal_key, make_internal_key, parse_internal_key, SequenceNumber, ValueKind,
     MAX_SEQUENCE, TRAILER_LEN,
 };
-use crate::sstable::{ReadFlags, TableBuilder, TableOptions};
+use crate::sstable::{ReadFlags, TableBuilder, TableOptions, TableReader};
+use crate::table_cache::TableCache;
 use crate::ttl::FilterDecision;
 use crate::version::{FileMetaData, VersionEdit};
 
@@ -374,7 +377,10 @@ impl DbInner {
             } else if !files.is_empty() {
                 children.push(Box::new(LevelIterator::new(
                     self.icmp.clone(),
-                    OwnedLevel::new(files.clone(), self.table_cache.clone()),
+                    InputLevel {
+                        files: files.clone(),
+                        table_cache: self.table_cache.clone(),
+                    },
                     flags,
                 )));
             }
@@ -1006,5 +1012,23 @@ fn release_large_entries(entries: &mut [Entry]) {
         if e.value.capacity() > MAX_KEPT_ENTRY_BYTES {
             e.value = Vec::new();
         }
+    }
+}
+
+/// A compaction's input tables of one level, opened through the table cache: inputs are read
+/// once, front to back, so there is no handle worth pinning.
+struct InputLevel {
+    /// Sorted by key range and disjoint, as a level's tables are.
+    files: Vec<Arc<FileMetaData>>,
+    table_cache: Arc<TableCache>,
+}
+
+impl LevelSource for InputLevel {
+    fn files(&self) -> &[Arc<FileMetaData>] {
+        &self.files
+    }
+
+    fn open(&self, number: u64) -> Result<Arc<TableReader>> {
+        self.table_cache.get(number)
     }
 }

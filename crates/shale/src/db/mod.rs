@@ -52,10 +52,12 @@ pub(crate) struct ReadView {
     pub(crate) imm: Vec<Arc<MemTable>>,
     pub(crate) version: Arc<Version>,
     /// The open handle of each of the version's tables, by file number (sorted), filled by the
-    /// first lookup that needs it. A point lookup then borrows the handle from the view instead
-    /// of taking a table-cache shard lock and a reference count that every reader of that table
-    /// writes. Empty when the version has more tables than `max_open_files`: pinning them all
-    /// would keep more files open than allowed, so lookups go through the table cache.
+    /// first point lookup that needs it. A point lookup then borrows the handle from the view
+    /// instead of taking a table-cache shard lock and a reference count that every reader of
+    /// that table writes; an iterator takes a handle pinned here if there is one. Handles live
+    /// as long as the view. Empty when the version has more tables than `max_open_files`:
+    /// pinning them all would keep more files open than allowed, so lookups go through the
+    /// table cache.
     pub(crate) tables: Vec<(u64, OnceLock<Arc<TableReader>>)>,
 }
 
@@ -121,19 +123,16 @@ impl ReadView {
         Ok(opened.insert(table))
     }
 
-    /// A shared handle of table `number`, for an iterator that keeps it: as
-    /// [`ReadView::table`] finds it. A pinned handle costs a reference count, not a
-    /// table-cache lookup under a shard lock.
+    /// A shared handle of table `number`, for an iterator that keeps it: the one this view
+    /// pinned (a reference count, not a table-cache lookup under a shard lock), else the table
+    /// cache's. Never pinned here: an iterator may outlive its view's time as the current one,
+    /// and handles pinned in views no longer current would stay open beyond the cache's
+    /// `max_open_files`.
     pub(crate) fn table_handle(&self, cache: &TableCache, number: u64) -> Result<Arc<TableReader>> {
-        let slot = self.slot(number);
-        if let Some(pinned) = slot.and_then(OnceLock::get) {
-            return Ok(pinned.clone());
+        match self.slot(number).and_then(OnceLock::get) {
+            Some(pinned) => Ok(pinned.clone()),
+            None => cache.get(number),
         }
-        let table = cache.get(number)?;
-        if let Some(slot) = slot {
-            let _ = slot.set(table.clone());
-        }
-        Ok(table)
     }
 }
 

@@ -8,7 +8,6 @@ use super::{EmptyIterator, InternalIterator};
 use crate::error::Result;
 use crate::key::InternalKeyComparator;
 use crate::sstable::{ReadFlags, TableIterator, TableReader};
-use crate::table_cache::TableCache;
 use crate::version::FileMetaData;
 
 /// Where a [`LevelIterator`] finds its tables and opens them.
@@ -23,29 +22,6 @@ pub(crate) trait LevelSource: Send {
     fn files(&self) -> &[Arc<FileMetaData>];
     /// The open handle of table `number`.
     fn open(&self, number: u64) -> Result<Arc<TableReader>>;
-}
-
-/// A list of tables of its own (a compaction's inputs), opened through the table cache.
-pub(crate) struct OwnedLevel {
-    files: Vec<Arc<FileMetaData>>,
-    table_cache: Arc<TableCache>,
-}
-
-impl OwnedLevel {
-    /// REQUIRES: `files` sorted by key range and disjoint.
-    pub(crate) fn new(files: Vec<Arc<FileMetaData>>, table_cache: Arc<TableCache>) -> Self {
-        OwnedLevel { files, table_cache }
-    }
-}
-
-impl LevelSource for OwnedLevel {
-    fn files(&self) -> &[Arc<FileMetaData>] {
-        &self.files
-    }
-
-    fn open(&self, number: u64) -> Result<Arc<TableReader>> {
-        self.table_cache.get(number)
-    }
 }
 
 /// A concatenation of the tables of one level.

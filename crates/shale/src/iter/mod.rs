@@ -42,7 +42,7 @@ pub use db_iter::DbIterator;
 pub(crate) use db_iter::{
     apply_merge, resolve_value, split_expiring, ReadContext, EXPIRY_PREFIX_LEN,
 };
-pub(crate) use level::{LevelIterator, LevelSource, OwnedLevel};
+pub(crate) use level::{LevelIterator, LevelSource};
 pub use merging::MergingIterator;
 
 /// An iterator over nothing, or over nothing but an error.
