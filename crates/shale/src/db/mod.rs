@@ -126,8 +126,8 @@ impl ReadView {
     /// A shared handle of table `number`, for an iterator that keeps it: the one this view
     /// pinned (a reference count, not a table-cache lookup under a shard lock), else the table
     /// cache's. Never pinned here: an iterator may outlive its view's time as the current one,
-    /// and handles pinned in views no longer current would stay open beyond the cache's
-    /// `max_open_files`.
+    /// and its scan would then pin every table of a view no reader else uses, open beyond the
+    /// table cache's `max_open_files` for as long as the iterator lives.
     pub(crate) fn table_handle(&self, cache: &TableCache, number: u64) -> Result<Arc<TableReader>> {
         match self.slot(number).and_then(OnceLock::get) {
             Some(pinned) => Ok(pinned.clone()),

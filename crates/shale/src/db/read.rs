@@ -531,7 +531,8 @@ impl std::fmt::Debug for Range {
 }
 
 /// One level of a read view's version, for a [`LevelIterator`]: the view's list of tables,
-/// shared rather than copied, and their handles pinned in the view.
+/// shared rather than copied, opened through the handles point lookups pinned in the view,
+/// else through the table cache.
 struct ViewLevel {
     view: Arc<ReadView>,
     table_cache: Arc<TableCache>,
