@@ -60,14 +60,23 @@ impl TableCache {
 
     /// An iterator over table `number`; an open failure becomes the iterator's status.
     pub(crate) fn iter(&self, number: u64, flags: ReadFlags) -> Box<dyn InternalIterator> {
-        match self.get(number) {
-            Ok(table) => Box::new(table.iter(flags)),
-            Err(e) => Box::new(EmptyIterator::with_error(e)),
-        }
+        iter_or_error(self.get(number), flags)
     }
 
     /// Forgets table `number` (it is being deleted).
     pub(crate) fn evict(&self, number: u64) {
         self.tables.remove(&number);
+    }
+}
+
+/// An iterator over an opened table, or, if opening it failed, an empty one whose status is
+/// that error (so a reader reports the table, never skips it).
+pub(crate) fn iter_or_error(
+    table: Result<Arc<TableReader>>,
+    flags: ReadFlags,
+) -> Box<dyn InternalIterator> {
+    match table {
+        Ok(table) => Box::new(table.iter(flags)),
+        Err(e) => Box::new(EmptyIterator::with_error(e)),
     }
 }

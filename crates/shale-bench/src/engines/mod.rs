@@ -516,8 +516,6 @@ pub(crate) fn debian_assertions_warning(library: Option<&std::path::Path>) -> Op
     })
 }
 
-/// Settings lines shared by the adapters: `name=value`.
-#[cfg(any(feature = "baselines", feature = "shale-engine"))]
 /// The error of a merge on `engine`, which has no merges at all.
 pub(crate) fn no_merges(engine: &'static str) -> Error {
     Error::Unsupported {
@@ -527,6 +525,7 @@ pub(crate) fn no_merges(engine: &'static str) -> Error {
 }
 
 /// The error of a merge on `engine` opened without `--merge_operator=uint64add`.
+#[cfg(any(feature = "baselines", feature = "shale-engine"))]
 pub(crate) fn no_merge_operator(engine: &'static str) -> Error {
     Error::Unsupported {
         engine,
@@ -534,6 +533,8 @@ pub(crate) fn no_merge_operator(engine: &'static str) -> Error {
     }
 }
 
+/// Settings lines shared by the adapters: `name=value`.
+#[cfg(any(feature = "baselines", feature = "shale-engine"))]
 pub(crate) fn setting(name: &str, value: impl fmt::Display) -> String {
     format!("{name}={value}")
 }

@@ -10,14 +10,14 @@ use super::{Db, DbInner, ReadView};
 use crate::blob::BlobCache;
 use crate::error::{Error, Result};
 use crate::iter::{
-    apply_merge, resolve_value, split_expiring, DbIterator, EmptyIterator, InternalIterator,
-    LevelIterator, LevelSource, MergingIterator, ReadContext,
+    apply_merge, resolve_value, split_expiring, DbIterator, InternalIterator, LevelIterator,
+    LevelSource, MergingIterator, ReadContext,
 };
 use crate::key::{parse_internal_key, InternalKeyComparator, LookupKey, SequenceNumber, ValueKind};
 use crate::merge::MergeOperator;
 use crate::options::ReadOptions;
 use crate::sstable::{ReadFlags, TableReader};
-use crate::table_cache::TableCache;
+use crate::table_cache::{iter_or_error, TableCache};
 use crate::version::FileMetaData;
 
 /// Gathers what a point lookup finds, newest entry first.
@@ -274,10 +274,10 @@ impl DbInner {
             children.push(Box::new(imm.iter()));
         }
         for file in view.version.files(0) {
-            children.push(match view.table_handle(&self.table_cache, file.number) {
-                Ok(table) => Box::new(table.iter(flags)),
-                Err(e) => Box::new(EmptyIterator::with_error(e)),
-            });
+            children.push(iter_or_error(
+                view.table_handle(&self.table_cache, file.number),
+                flags,
+            ));
         }
         for level in 1..crate::limits::NUM_LEVELS {
             if !view.version.files(level).is_empty() {
