@@ -114,6 +114,13 @@ pub struct Flags {
     /// default; shale's and RocksDB's is 1).
     #[arg(long, default_value_t = 0)]
     pub subcompactions: u32,
+    /// Target bytes of level 1 (0: each engine's default; LevelDB's is fixed at 10 MiB).
+    #[arg(long, default_value_t = 0)]
+    pub max_bytes_for_level_base: u64,
+    /// Level-0 files that start a compaction (0: each engine's default; LevelDB's is fixed
+    /// at 4).
+    #[arg(long, default_value_t = 0)]
+    pub level0_file_num_compaction_trigger: u32,
     /// Database directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -281,6 +288,11 @@ impl Settings {
             compression: f.compression,
             max_file_size: nonzero(f.max_file_size),
             subcompactions: nonzero(u64::from(f.subcompactions)).map(|v| v as usize),
+            max_bytes_for_level_base: nonzero(f.max_bytes_for_level_base),
+            level0_file_num_compaction_trigger: nonzero(u64::from(
+                f.level0_file_num_compaction_trigger,
+            ))
+            .map(|v| v as usize),
             sync: f.sync,
             disable_wal: f.disable_wal,
             merge_uint64add: f.merge_operator.is_some(),
@@ -345,6 +357,8 @@ mod tests {
             "--bloom_bits=10",
             "--compression=none",
             "--max_file_size=2097152",
+            "--max_bytes_for_level_base=10485760",
+            "--level0_file_num_compaction_trigger=8",
             "--db=/tmp/x",
             "--use_existing_db=1",
             "--sync=0",
@@ -369,6 +383,13 @@ mod tests {
             (4194304, 1048576, 65536)
         );
         assert_eq!((f.bloom_bits, f.max_file_size), (10, 2097152));
+        assert_eq!(
+            (
+                f.max_bytes_for_level_base,
+                f.level0_file_num_compaction_trigger
+            ),
+            (10485760, 8)
+        );
         assert_eq!(f.compression, CompressionChoice::None);
         assert!(f.use_existing_db && !f.sync && f.disable_wal && f.histogram && f.stats);
         assert_eq!(f.merge_operator.as_deref(), Some("uint64add"));

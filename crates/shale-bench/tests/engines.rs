@@ -43,6 +43,8 @@ fn config(path: &Path, merge: bool) -> EngineConfig {
         compression: engines::CompressionChoice::Default,
         max_file_size: None,
         subcompactions: None,
+        max_bytes_for_level_base: None,
+        level0_file_num_compaction_trigger: None,
         sync: false,
         disable_wal: false,
         merge_uint64add: merge,

@@ -254,7 +254,14 @@ impl Options {
             || self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger
             || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
         {
-            return bad("level-0 triggers must satisfy 0 < compaction <= slowdown <= stop");
+            return bad(&format!(
+                "level-0 triggers must satisfy 0 < compaction <= slowdown <= stop, got \
+                 level0_file_num_compaction_trigger {}, level0_slowdown_writes_trigger {}, \
+                 level0_stop_writes_trigger {}",
+                self.level0_file_num_compaction_trigger,
+                self.level0_slowdown_writes_trigger,
+                self.level0_stop_writes_trigger
+            ));
         }
         if self.max_bytes_for_level_multiplier < 2.0 {
             return bad("max_bytes_for_level_multiplier must be at least 2");

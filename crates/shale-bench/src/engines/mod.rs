@@ -177,6 +177,10 @@ pub struct EngineConfig {
     pub max_file_size: Option<u64>,
     /// Most parts one compaction is split into (`--subcompactions`).
     pub subcompactions: Option<usize>,
+    /// Target bytes of level 1 (`--max_bytes_for_level_base`).
+    pub max_bytes_for_level_base: Option<u64>,
+    /// Level-0 files that start a compaction (`--level0_file_num_compaction_trigger`).
+    pub level0_file_num_compaction_trigger: Option<usize>,
     /// Writes wait for the disk (`--sync`): opens the engine in its synchronous mode.
     pub sync: bool,
     /// Skip the write-ahead log where the engine can (`--disable_wal`).

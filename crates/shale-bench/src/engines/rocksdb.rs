@@ -167,7 +167,9 @@ impl RocksDb {
                 ffi::rocksdb_options_set_level0_slowdown_writes_trigger(o, 8);
                 ffi::rocksdb_options_set_level0_stop_writes_trigger(o, 12);
                 ffi::rocksdb_options_set_num_levels(o, 6);
-                ffi::rocksdb_options_set_max_bytes_for_level_base(o, TUNED_LEVEL_BASE_BYTES);
+                if config.max_bytes_for_level_base.is_none() {
+                    ffi::rocksdb_options_set_max_bytes_for_level_base(o, TUNED_LEVEL_BASE_BYTES);
+                }
                 ffi::rocksdb_options_set_max_background_jobs(o, jobs);
                 let per_level = [
                     ffi::ROCKSDB_NO_COMPRESSION,
@@ -185,10 +187,25 @@ impl RocksDb {
                 settings.extend([
                     "level0_triggers=4/8/12".to_string(),
                     "num_levels=6".to_string(),
-                    setting("max_bytes_for_level_base", TUNED_LEVEL_BASE_BYTES),
                     setting("max_background_jobs", jobs),
                     format!("compression_per_level=none,none,{compression_name}..."),
                 ]);
+            }
+            // After the tuned configuration's own values, so the flags win over them too.
+            match config.max_bytes_for_level_base {
+                Some(bytes) => {
+                    ffi::rocksdb_options_set_max_bytes_for_level_base(o, bytes);
+                    settings.push(setting("max_bytes_for_level_base", bytes));
+                }
+                None if tuned => {
+                    settings.push(setting("max_bytes_for_level_base", TUNED_LEVEL_BASE_BYTES));
+                }
+                None => {}
+            }
+            if let Some(files) = config.level0_file_num_compaction_trigger {
+                let files = libc::c_int::try_from(files).unwrap_or(libc::c_int::MAX);
+                ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, files);
+                settings.push(setting("level0_file_num_compaction_trigger", files));
             }
         }
         settings.push(setting("sync", config.sync));

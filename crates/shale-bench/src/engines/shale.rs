@@ -54,6 +54,12 @@ impl ShaleEngine {
         if let Some(parts) = config.subcompactions {
             options.max_subcompactions = parts;
         }
+        if let Some(bytes) = config.max_bytes_for_level_base {
+            options.max_bytes_for_level_base = bytes;
+        }
+        if let Some(files) = config.level0_file_num_compaction_trigger {
+            options.level0_file_num_compaction_trigger = files;
+        }
         options.compression = match config.compression {
             CompressionChoice::Default => options.compression,
             CompressionChoice::None => shale::Compression::None,
@@ -73,6 +79,11 @@ impl ShaleEngine {
             setting("flush_lz4_acceleration", options.flush_lz4_acceleration),
             setting("max_file_size", options.max_file_size),
             setting("max_subcompactions", options.max_subcompactions),
+            setting("max_bytes_for_level_base", options.max_bytes_for_level_base),
+            setting(
+                "level0_file_num_compaction_trigger",
+                options.level0_file_num_compaction_trigger,
+            ),
             setting("sync", config.sync),
             setting("disable_wal", config.disable_wal),
         ]);
