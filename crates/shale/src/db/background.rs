@@ -223,11 +223,38 @@ impl DbInner {
         Ok(meta)
     }
 
-    /// Removes tables, WALs and manifests no live version needs. REQUIRES: `state` held.
-    pub(crate) fn delete_obsolete_files(&self, state: &mut DbState) {
+    /// Removes tables, WALs and manifests no live version needs.
+    ///
+    /// The files are chosen with `state` held and unlinked with it released: unlinking a table
+    /// drops its pages from the page cache, about a millisecond for a 4 MiB table (80 ms over
+    /// a 1M-key fillrandom and overwrite, by `strace`), and every writer takes the mutex to
+    /// queue its write. A file chosen here can become live again no more than it can be chosen
+    /// twice: file numbers are never reused, and a WAL kept for reuse is not chosen.
+    pub(crate) fn delete_obsolete_files(&self, state: &mut MutexGuard<'_, DbState>) {
+        let doomed = self.choose_obsolete_files(state);
+        if doomed.is_empty() {
+            return;
+        }
+        MutexGuard::unlocked(state, || {
+            for path in &doomed {
+                match self.options.fs.remove(path) {
+                    Ok(()) => {}
+                    // Another job's deletion, chosen before this one's, got there first.
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), %e, "cannot delete obsolete file")
+                    }
+                }
+            }
+        });
+    }
+
+    /// The files no live version, job or reader needs, dropped from the table and blob caches.
+    /// REQUIRES: `state` held.
+    fn choose_obsolete_files(&self, state: &mut DbState) -> Vec<std::path::PathBuf> {
         if state.bg_error.is_some() {
             // After a failure, what is live on disk is uncertain: delete nothing.
-            return;
+            return Vec::new();
         }
         let mut live = state.versions.live_files();
         live.extend(state.pending_outputs.iter().copied());
@@ -244,9 +271,10 @@ impl DbInner {
             Ok(names) => names,
             Err(e) => {
                 tracing::warn!(%e, "cannot list database directory for obsolete files");
-                return;
+                return Vec::new();
             }
         };
+        let mut doomed = Vec::new();
         for name in names {
             if let Some(FileType::Wal(n)) = parse_file_name(&name) {
                 if n < log_number && self.keep_for_reuse(state, n) {
@@ -268,10 +296,9 @@ impl DbInner {
                 Some(FileType::Blob(n)) => self.blob_cache.evict(n),
                 _ => {}
             }
-            if let Err(e) = self.options.fs.remove(&self.dir.join(&name)) {
-                tracing::warn!(file = %name, %e, "cannot delete obsolete file");
-            }
+            doomed.push(self.dir.join(&name));
         }
+        doomed
     }
 
     /// Whether the finished WAL `number` is (now) kept to be written over by a later WAL
