@@ -3,8 +3,9 @@
 //! Flags are `--name=value` with db_bench's underscored names. Booleans take db_bench's
 //! `--flag=1`/`--flag=0` as well as `true`/`false`, and a bare `--flag` means true. Sizes
 //! whose db_bench default is "the engine's own" (`--write_buffer_size`, `--block_size`,
-//! `--max_file_size` at 0, `--bloom_bits` at -1, `--compression=default`) leave each engine
-//! at its default. [`Flags`] is what clap parses; [`Settings`] is the validated run.
+//! `--max_file_size`, `--subcompactions`, `--max_bytes_for_level_base` and
+//! `--level0_file_num_compaction_trigger` at 0, `--bloom_bits` at -1, `--compression=default`)
+//! leave each engine at its default. [`Flags`] is what clap parses; [`Settings`] is the validated run.
 
 use std::path::PathBuf;
 
@@ -475,5 +476,17 @@ mod tests {
         assert_eq!(c.write_buffer_size, None);
         assert_eq!(c.cache_size, 8 << 20);
         assert!(c.merge_uint64add);
+        // 0, the default, leaves each engine's own level sizing.
+        assert_eq!(c.max_bytes_for_level_base, None);
+        assert_eq!(c.level0_file_num_compaction_trigger, None);
+        let s = parse(&[
+            "--engine=rocksdb",
+            "--max_bytes_for_level_base=10485760",
+            "--level0_file_num_compaction_trigger=8",
+        ])
+        .expect("valid");
+        let c = s.engine_config(PathBuf::from("/tmp/db"));
+        assert_eq!(c.max_bytes_for_level_base, Some(10 << 20));
+        assert_eq!(c.level0_file_num_compaction_trigger, Some(8));
     }
 }

@@ -582,3 +582,52 @@ fn a_foreign_db_directory_is_never_wiped() {
     assert!(error.contains("refusing to delete"), "{error}");
     assert!(dir.path().join("thesis.tex").exists());
 }
+
+/// `--max_bytes_for_level_base` and `--level0_file_num_compaction_trigger` reach the engines
+/// that have those settings, each named once on its settings line; LevelDB records them as
+/// ignored.
+#[test]
+fn level_sizing_flags_are_applied_or_recorded_as_ignored() {
+    for kind in engines_in_build() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut c = config(dir.path(), false);
+        c.max_bytes_for_level_base = Some(10 << 20);
+        c.level0_file_num_compaction_trigger = Some(10);
+        let db = engines::open(kind, &c).expect("open");
+        let settings = &db.info().settings;
+        let named = |prefix: &str| settings.iter().filter(|s| s.starts_with(prefix)).count();
+        match kind {
+            EngineKind::Shale | EngineKind::RocksDb => {
+                assert!(
+                    settings.contains(&"max_bytes_for_level_base=10485760".to_string()),
+                    "{kind}: {settings:?}"
+                );
+                assert!(
+                    settings.contains(&"level0_file_num_compaction_trigger=10".to_string()),
+                    "{kind}: {settings:?}"
+                );
+            }
+            EngineKind::RocksDbTuned => {
+                assert!(
+                    settings.contains(&"max_bytes_for_level_base=10485760".to_string()),
+                    "{kind}: {settings:?}"
+                );
+                // The report's slowdown trigger (8) may not be shallower than the first one.
+                assert!(
+                    settings.contains(&"level0_triggers=10/10/12".to_string()),
+                    "{kind}: {settings:?}"
+                );
+                assert_eq!(named("level0_file_num"), 0, "{kind}: {settings:?}");
+            }
+            EngineKind::LevelDb => {
+                assert_eq!(named("max_bytes_for_level_base=ignored"), 1, "{settings:?}");
+                assert_eq!(named("level0_file_num_compaction_trigger=ignored"), 1);
+            }
+            _ => {}
+        }
+        assert!(
+            named("max_bytes_for_level_base") <= 1,
+            "{kind}: {settings:?}"
+        );
+    }
+}

@@ -63,9 +63,10 @@ impl TableCache {
         iter_or_error(self.get(number), flags)
     }
 
-    /// Forgets table `number` (it is being deleted).
-    pub(crate) fn evict(&self, number: u64) {
-        self.tables.remove(&number);
+    /// Forgets table `number` (it is being deleted), returning the cache's handle to it so
+    /// the caller chooses where the last reference (and the table's unmapping) goes.
+    pub(crate) fn evict(&self, number: u64) -> Option<Arc<TableReader>> {
+        self.tables.remove(&number).map(|(_, table)| table)
     }
 }
 

@@ -273,6 +273,7 @@ struct GatedRemoves {
     gate: Arc<(parking_lot::Mutex<GateState>, parking_lot::Condvar)>,
 }
 
+/// The gate of [`GatedRemoves`].
 #[derive(Default)]
 struct GateState {
     closed: bool,
@@ -369,6 +370,9 @@ impl shale::env::Fs for GatedRemoves {
     fn sync_dir(&self, dir: &std::path::Path) -> shale::Result<()> {
         self.mem.sync_dir(dir)
     }
+    fn sync_file(&self, path: &std::path::Path) -> shale::Result<()> {
+        self.mem.sync_file(path)
+    }
     fn lock(&self, path: &std::path::Path) -> shale::Result<Box<dyn shale::env::FileLock>> {
         self.mem.lock(path)
     }
@@ -423,12 +427,14 @@ fn writes_go_on_while_a_compaction_unlinks_its_inputs() {
         })
     };
     let read = finished.recv_timeout(std::time::Duration::from_secs(10));
+    let still_held = fs.gate.0.lock().waiting > 0;
     fs.set_closed(false);
-    writer.join().expect("writer thread");
     assert_eq!(
         read.expect("writes waited for the removal of obsolete tables"),
         Some(format!("value{}-7", rounds - 1).into_bytes())
     );
+    assert!(still_held, "the removal ended before the writes did");
+    writer.join().expect("writer thread");
     db.wait_for_compactions().expect("wait");
     let live: usize = db.stats().levels.iter().map(|l| l.files).sum();
     let on_disk = fs

@@ -8,6 +8,8 @@
 //!   report (seed 002): level-0 triggers 4/8/12, 6 levels, a 10 MiB level-1 target, no
 //!   compression on levels 0 and 1, 64 KiB blocks unless `--block_size` is given, and
 //!   background jobs scaled from that report's 20 to this machine's core count.
+//!   `--max_bytes_for_level_base` and `--level0_file_num_compaction_trigger` replace the
+//!   report's level-1 target and first trigger (the other two triggers stay at least as deep).
 //!
 //! `--merge_operator=uint64add` installs RocksDB's built-in `uint64add`.
 //!
@@ -163,13 +165,20 @@ impl RocksDb {
             if tuned {
                 let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
                 let jobs = cores.max(2) as libc::c_int;
-                ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, 4);
-                ffi::rocksdb_options_set_level0_slowdown_writes_trigger(o, 8);
-                ffi::rocksdb_options_set_level0_stop_writes_trigger(o, 12);
+                // The report's triggers, the first one from the flag if given; the others stay
+                // at least as deep (RocksDB would raise them itself).
+                let l0 = config
+                    .level0_file_num_compaction_trigger
+                    .map_or(4, |n| libc::c_int::try_from(n).unwrap_or(libc::c_int::MAX));
+                let (slowdown, stop) = (l0.max(8), l0.max(12));
+                ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, l0);
+                ffi::rocksdb_options_set_level0_slowdown_writes_trigger(o, slowdown);
+                ffi::rocksdb_options_set_level0_stop_writes_trigger(o, stop);
                 ffi::rocksdb_options_set_num_levels(o, 6);
-                if config.max_bytes_for_level_base.is_none() {
-                    ffi::rocksdb_options_set_max_bytes_for_level_base(o, TUNED_LEVEL_BASE_BYTES);
-                }
+                let base = config
+                    .max_bytes_for_level_base
+                    .unwrap_or(TUNED_LEVEL_BASE_BYTES);
+                ffi::rocksdb_options_set_max_bytes_for_level_base(o, base);
                 ffi::rocksdb_options_set_max_background_jobs(o, jobs);
                 let per_level = [
                     ffi::ROCKSDB_NO_COMPRESSION,
@@ -185,27 +194,24 @@ impl RocksDb {
                     per_level.len(),
                 );
                 settings.extend([
-                    "level0_triggers=4/8/12".to_string(),
+                    format!("level0_triggers={l0}/{slowdown}/{stop}"),
                     "num_levels=6".to_string(),
+                    setting("max_bytes_for_level_base", base),
                     setting("max_background_jobs", jobs),
                     format!("compression_per_level=none,none,{compression_name}..."),
                 ]);
             }
-            // After the tuned configuration's own values, so the flags win over them too.
-            match config.max_bytes_for_level_base {
-                Some(bytes) => {
+            // The tuned configuration takes both flags into its own values above.
+            if !tuned {
+                if let Some(bytes) = config.max_bytes_for_level_base {
                     ffi::rocksdb_options_set_max_bytes_for_level_base(o, bytes);
                     settings.push(setting("max_bytes_for_level_base", bytes));
                 }
-                None if tuned => {
-                    settings.push(setting("max_bytes_for_level_base", TUNED_LEVEL_BASE_BYTES));
+                if let Some(files) = config.level0_file_num_compaction_trigger {
+                    let files = libc::c_int::try_from(files).unwrap_or(libc::c_int::MAX);
+                    ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, files);
+                    settings.push(setting("level0_file_num_compaction_trigger", files));
                 }
-                None => {}
-            }
-            if let Some(files) = config.level0_file_num_compaction_trigger {
-                let files = libc::c_int::try_from(files).unwrap_or(libc::c_int::MAX);
-                ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, files);
-                settings.push(setting("level0_file_num_compaction_trigger", files));
             }
         }
         settings.push(setting("sync", config.sync));

@@ -108,8 +108,9 @@ impl BlobCache {
         Ok(value)
     }
 
-    /// Forgets blob file `number` (it is being deleted or was rewritten).
-    pub(crate) fn evict(&self, number: u64) {
-        self.files.remove(&number);
+    /// Forgets blob file `number` (it is being deleted or was rewritten), returning the cache's
+    /// handle to it so the caller chooses where the last reference goes.
+    pub(crate) fn evict(&self, number: u64) -> Option<Arc<dyn RandomAccessFile>> {
+        self.files.remove(&number).map(|(_, file)| file)
     }
 }

@@ -26,6 +26,15 @@ const EXPIRY_RECHECK: Duration = Duration::from_secs(60);
 /// The shortest such sleep, so that a table expiring right now does not make threads spin.
 const EXPIRY_WAKE_MIN: Duration = Duration::from_millis(1);
 
+/// Obsolete files chosen for deletion: their names (marked in `DbState::deleting`) and the
+/// handles the caches held on them, dropped with the mutex released.
+#[derive(Default)]
+struct Doomed {
+    names: Vec<String>,
+    tables: Vec<Arc<TableReader>>,
+    blobs: Vec<Arc<dyn crate::env::RandomAccessFile>>,
+}
+
 impl DbInner {
     /// The body of each background thread.
     pub(crate) fn background_loop(self: Arc<Self>) {
@@ -123,6 +132,7 @@ impl DbInner {
             let busy = !state.imm.is_empty()
                 || state.flush_running
                 || state.compaction_running
+                || !state.deleting.is_empty()
                 || state.manual_waiting > 0
                 || state.versions.needs_compaction(now);
             if !busy {
@@ -228,33 +238,43 @@ impl DbInner {
     /// The files are chosen with `state` held and unlinked with it released: unlinking a table
     /// drops its pages from the page cache, about a millisecond for a 4 MiB table (80 ms over
     /// a 1M-key fillrandom and overwrite, by `strace`), and every writer takes the mutex to
-    /// queue its write. A file chosen here can become live again no more than it can be chosen
-    /// twice: file numbers are never reused, and a WAL kept for reuse is not chosen.
+    /// queue its write. A chosen file never becomes live again (file numbers are never reused),
+    /// and while it is being unlinked no other cleanup chooses it or keeps it as a WAL to reuse
+    /// (`DbState::deleting`).
     pub(crate) fn delete_obsolete_files(&self, state: &mut MutexGuard<'_, DbState>) {
         let doomed = self.choose_obsolete_files(state);
-        if doomed.is_empty() {
+        if doomed.names.is_empty() {
             return;
         }
-        MutexGuard::unlocked(state, || {
-            for path in &doomed {
-                match self.options.fs.remove(path) {
-                    Ok(()) => {}
-                    // Another job's deletion, chosen before this one's, got there first.
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => {
-                        tracing::warn!(file = %path.display(), %e, "cannot delete obsolete file")
-                    }
+        // The job that called this has installed its version: writers waiting for it (a
+        // flushed memtable's slot, a shallower level 0) need not wait for the unlinking too.
+        self.background_done.notify_all();
+        let names = MutexGuard::unlocked(state, || {
+            // The caches' handles go first: the last reference to a table unmaps it.
+            drop(doomed.tables);
+            drop(doomed.blobs);
+            for name in &doomed.names {
+                let path = self.dir.join(name);
+                if let Err(e) = self.options.fs.remove(&path) {
+                    tracing::warn!(file = %path.display(), %e, "cannot delete obsolete file");
                 }
             }
+            doomed.names
         });
+        for name in &names {
+            state.deleting.remove(name);
+        }
+        // For `compact_range` and `wait_for_compactions`, which return with no unlink in flight.
+        self.background_done.notify_all();
     }
 
-    /// The files no live version, job or reader needs, dropped from the table and blob caches.
-    /// REQUIRES: `state` held.
-    fn choose_obsolete_files(&self, state: &mut DbState) -> Vec<std::path::PathBuf> {
+    /// The files no live version, job or reader needs and no other cleanup is deleting, marked
+    /// as being deleted and dropped from the table and blob caches. REQUIRES: `state` held.
+    fn choose_obsolete_files(&self, state: &mut DbState) -> Doomed {
+        let mut doomed = Doomed::default();
         if state.bg_error.is_some() {
             // After a failure, what is live on disk is uncertain: delete nothing.
-            return Vec::new();
+            return doomed;
         }
         let mut live = state.versions.live_files();
         live.extend(state.pending_outputs.iter().copied());
@@ -271,11 +291,13 @@ impl DbInner {
             Ok(names) => names,
             Err(e) => {
                 tracing::warn!(%e, "cannot list database directory for obsolete files");
-                return Vec::new();
+                return doomed;
             }
         };
-        let mut doomed = Vec::new();
         for name in names {
+            if state.deleting.contains(&name) {
+                continue;
+            }
             if let Some(FileType::Wal(n)) = parse_file_name(&name) {
                 if n < log_number && self.keep_for_reuse(state, n) {
                     continue;
@@ -292,11 +314,12 @@ impl DbInner {
                 continue;
             }
             match parse_file_name(&name) {
-                Some(FileType::Table(n)) => self.table_cache.evict(n),
-                Some(FileType::Blob(n)) => self.blob_cache.evict(n),
+                Some(FileType::Table(n)) => doomed.tables.extend(self.table_cache.evict(n)),
+                Some(FileType::Blob(n)) => doomed.blobs.extend(self.blob_cache.evict(n)),
                 _ => {}
             }
-            doomed.push(self.dir.join(&name));
+            state.deleting.insert(name.clone());
+            doomed.names.push(name);
         }
         doomed
     }
@@ -329,7 +352,13 @@ impl DbInner {
         self.state.lock().reclaiming += 1;
         self.delete_kept_wals();
         let result = self.compact_range_reclaiming(begin, end);
-        self.state.lock().reclaiming -= 1;
+        let mut state = self.state.lock();
+        state.reclaiming -= 1;
+        // What the compaction made obsolete is gone when it returns, even where a background
+        // job chose it and is unlinking it with the mutex released.
+        while !state.deleting.is_empty() {
+            self.background_done.wait(&mut state);
+        }
         result
     }
 

@@ -187,6 +187,9 @@ pub(crate) struct DbState {
     pub(crate) bg_error: Option<Error>,
     /// Table numbers being written by running jobs: not live yet, but not garbage.
     pub(crate) pending_outputs: BTreeSet<u64>,
+    /// Names of obsolete files a job is unlinking with the mutex released: no other cleanup
+    /// chooses them (or keeps one of them as a WAL to reuse) meanwhile.
+    pub(crate) deleting: BTreeSet<String>,
     /// Flushed memtables, each with its WAL number, that readers may still hold: their blob
     /// references point into the blob file of that number, which no version may name any more
     /// once compaction has collected it. Pruned as their readers go.

@@ -226,6 +226,7 @@ fn build_inner(p: Parts<'_>) -> DbInner {
             versions: p.versions,
             bg_error: None,
             pending_outputs: BTreeSet::new(),
+            deleting: BTreeSet::new(),
             flushed_mems: Vec::new(),
             writers: VecDeque::new(),
             sync_cohort: super::SyncCohort::default(),
