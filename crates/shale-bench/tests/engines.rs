@@ -612,11 +612,16 @@ fn level_sizing_flags_are_applied_or_recorded_as_ignored() {
                         has("level0_file_num_compaction_trigger=10"),
                         "{kind}: {settings:?}"
                     );
+                    assert_eq!(named("level0_file_num"), 1, "{kind}: {settings:?}");
                 }
             }
             EngineKind::LevelDb => {
                 assert_eq!(named("max_bytes_for_level_base=ignored"), 1, "{settings:?}");
-                assert_eq!(named("level0_file_num_compaction_trigger=ignored"), 1);
+                assert_eq!(
+                    named("level0_file_num_compaction_trigger=ignored"),
+                    1,
+                    "{settings:?}"
+                );
             }
             _ => {}
         }

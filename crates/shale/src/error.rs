@@ -106,6 +106,14 @@ impl Error {
         }
     }
 
+    /// True for [`Error::Io`] whose cause is a missing file.
+    pub(crate) fn is_not_found(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            _ => false,
+        }
+    }
+
     /// A cheap copy for sticky error states (`std::io::Error` is not `Clone`).
     pub(crate) fn duplicate(&self) -> Error {
         match self {

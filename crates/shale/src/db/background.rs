@@ -249,23 +249,39 @@ impl DbInner {
         // The job that called this has installed its version: writers waiting for it (a
         // flushed memtable's slot, a shallower level 0) need not wait for the unlinking too.
         self.background_done.notify_all();
-        let names = MutexGuard::unlocked(state, || {
-            // The caches' handles go first: the last reference to a table unmaps it.
-            drop(doomed.tables);
-            drop(doomed.blobs);
-            for name in &doomed.names {
-                let path = self.dir.join(name);
-                if let Err(e) = self.options.fs.remove(&path) {
-                    tracing::warn!(file = %path.display(), %e, "cannot delete obsolete file");
+        let Doomed {
+            names,
+            tables,
+            blobs,
+        } = doomed;
+        // Caught, so that the names leave `deleting` however the unlinking ends: a name left
+        // there would hold up every later `compact_range` and `wait_for_compactions`.
+        let unlinked = MutexGuard::unlocked(state, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // The caches' handles go first: the last reference to a table unmaps it.
+                drop(tables);
+                drop(blobs);
+                for name in &names {
+                    let path = self.dir.join(name);
+                    match self.options.fs.remove(&path) {
+                        Ok(()) => {}
+                        // A job releasing an output it failed to finish may unlink it too.
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => {
+                            tracing::warn!(file = %path.display(), %e, "cannot delete obsolete file")
+                        }
+                    }
                 }
-            }
-            doomed.names
+            }))
         });
         for name in &names {
             state.deleting.remove(name);
         }
         // For `compact_range` and `wait_for_compactions`, which return with no unlink in flight.
         self.background_done.notify_all();
+        if let Err(panic) = unlinked {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     /// The files no live version, job or reader needs and no other cleanup is deleting, marked
@@ -355,8 +371,10 @@ impl DbInner {
         let mut state = self.state.lock();
         state.reclaiming -= 1;
         // What the compaction made obsolete is gone when it returns, even where a background
-        // job chose it and is unlinking it with the mutex released.
-        while !state.deleting.is_empty() {
+        // job chose it and is unlinking it with the mutex released. Only the unlinks in flight
+        // now are waited for: later ones, under steady writes, could go on without end.
+        let in_flight: Vec<String> = state.deleting.iter().cloned().collect();
+        while in_flight.iter().any(|name| state.deleting.contains(name)) {
             self.background_done.wait(&mut state);
         }
         result
