@@ -5,7 +5,8 @@
 //! whose db_bench default is "the engine's own" (`--write_buffer_size`, `--block_size`,
 //! `--max_file_size`, `--subcompactions`, `--max_bytes_for_level_base` and
 //! `--level0_file_num_compaction_trigger` at 0, `--bloom_bits` at -1, `--compression=default`)
-//! leave each engine at its default. [`Flags`] is what clap parses; [`Settings`] is the validated run.
+//! leave each engine at its default. [`Flags`] is what clap parses; [`Settings`] is the
+//! validated run.
 
 use std::path::PathBuf;
 

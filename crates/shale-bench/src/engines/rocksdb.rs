@@ -200,9 +200,8 @@ impl RocksDb {
                     setting("max_background_jobs", jobs),
                     format!("compression_per_level=none,none,{compression_name}..."),
                 ]);
-            }
-            // The tuned configuration takes both flags into its own values above.
-            if !tuned {
+            } else {
+                // Plain RocksDB (the tuned one took both flags into its own values above).
                 if let Some(bytes) = config.max_bytes_for_level_base {
                     ffi::rocksdb_options_set_max_bytes_for_level_base(o, bytes);
                     settings.push(setting("max_bytes_for_level_base", bytes));
