@@ -3,8 +3,8 @@
 //! Flags are `--name=value` with db_bench's underscored names. Booleans take db_bench's
 //! `--flag=1`/`--flag=0` as well as `true`/`false`, and a bare `--flag` means true. Sizes
 //! whose db_bench default is "the engine's own" (`--write_buffer_size`, `--block_size`,
-//! `--max_file_size`, `--subcompactions`, `--max_bytes_for_level_base` and
-//! `--level0_file_num_compaction_trigger` at 0, `--bloom_bits` at -1, `--compression=default`)
+//! `--max_file_size`, `--subcompactions`, `--max_bytes_for_level_base`,
+//! `--level0_file_num_compaction_trigger` and `--max_write_buffer_number` at 0, `--bloom_bits` at -1, `--compression=default`)
 //! leave each engine at its default. [`Flags`] is what clap parses; [`Settings`] is the
 //! validated run.
 
@@ -123,6 +123,10 @@ pub struct Flags {
     /// at 4).
     #[arg(long, default_value_t = 0)]
     pub level0_file_num_compaction_trigger: u32,
+    /// Memtables a database may hold at once, the one taking writes and those waiting to be
+    /// flushed (0: each engine's default; shale's and RocksDB's is 2, LevelDB's is fixed at 2).
+    #[arg(long, default_value_t = 0)]
+    pub max_write_buffer_number: u32,
     /// Database directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -295,6 +299,8 @@ impl Settings {
                 f.level0_file_num_compaction_trigger,
             ))
             .map(|v| v as usize),
+            max_write_buffer_number: nonzero(u64::from(f.max_write_buffer_number))
+                .map(|v| v as usize),
             sync: f.sync,
             disable_wal: f.disable_wal,
             merge_uint64add: f.merge_operator.is_some(),
@@ -361,6 +367,7 @@ mod tests {
             "--max_file_size=2097152",
             "--max_bytes_for_level_base=10485760",
             "--level0_file_num_compaction_trigger=8",
+            "--max_write_buffer_number=3",
             "--db=/tmp/x",
             "--use_existing_db=1",
             "--sync=0",
@@ -392,6 +399,7 @@ mod tests {
             ),
             (10485760, 8)
         );
+        assert_eq!(f.max_write_buffer_number, 3);
         assert_eq!(f.compression, CompressionChoice::None);
         assert!(f.use_existing_db && !f.sync && f.disable_wal && f.histogram && f.stats);
         assert_eq!(f.merge_operator.as_deref(), Some("uint64add"));

@@ -45,6 +45,7 @@ fn config(path: &Path, merge: bool) -> EngineConfig {
         subcompactions: None,
         max_bytes_for_level_base: None,
         level0_file_num_compaction_trigger: None,
+        max_write_buffer_number: None,
         sync: false,
         disable_wal: false,
         merge_uint64add: merge,
@@ -587,12 +588,13 @@ fn a_foreign_db_directory_is_never_wiped() {
 /// that have those settings, each named once on its settings line; LevelDB records them as
 /// ignored.
 #[test]
-fn level_sizing_flags_are_applied_or_recorded_as_ignored() {
+fn level_and_memtable_flags_are_applied_or_recorded_as_ignored() {
     for kind in engines_in_build() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut c = config(dir.path(), false);
         c.max_bytes_for_level_base = Some(10 << 20);
         c.level0_file_num_compaction_trigger = Some(10);
+        c.max_write_buffer_number = Some(3);
         let db = engines::open(kind, &c).expect("open");
         let settings = &db.info().settings;
         let named = |prefix: &str| settings.iter().filter(|s| s.starts_with(prefix)).count();
@@ -603,6 +605,7 @@ fn level_sizing_flags_are_applied_or_recorded_as_ignored() {
                     has("max_bytes_for_level_base=10485760"),
                     "{kind}: {settings:?}"
                 );
+                assert!(has("max_write_buffer_number=3"), "{kind}: {settings:?}");
                 if kind == EngineKind::RocksDbTuned {
                     // The report's slowdown trigger (8) may not be shallower than the first.
                     assert!(has("level0_triggers=10/10/12"), "{kind}: {settings:?}");
@@ -622,11 +625,16 @@ fn level_sizing_flags_are_applied_or_recorded_as_ignored() {
                     1,
                     "{settings:?}"
                 );
+                assert_eq!(named("max_write_buffer_number=ignored"), 1, "{settings:?}");
             }
             _ => {}
         }
         assert!(
             named("max_bytes_for_level_base") <= 1,
+            "{kind}: {settings:?}"
+        );
+        assert!(
+            named("max_write_buffer_number") <= 1,
             "{kind}: {settings:?}"
         );
     }

@@ -3,9 +3,9 @@
 //! Configured as LevelDB's own benchmark page does: default options, an LRU block cache of
 //! `--cache_size`, snappy compression, asynchronous writes unless `--sync`; the other flags
 //! are applied only when given. LevelDB has no switch to skip its log, so `--disable_wal` is
-//! recorded as ignored, and neither are its level-1 target and level-0 trigger settable, so
-//! `--max_bytes_for_level_base` and `--level0_file_num_compaction_trigger` are too. LevelDB
-//! has no merge operator.
+//! recorded as ignored, and neither are its level-1 target, level-0 trigger and memtable count
+//! settable, so `--max_bytes_for_level_base`, `--level0_file_num_compaction_trigger` and
+//! `--max_write_buffer_number` are too. LevelDB has no merge operator.
 //!
 //! Thread-safety: a `leveldb_t` is safe for concurrent use (LevelDB's documented contract);
 //! options, cache and filter objects are only read after open.
@@ -143,6 +143,13 @@ impl LevelDb {
         }
         if config.level0_file_num_compaction_trigger.is_some() {
             settings.push("level0_file_num_compaction_trigger=ignored (fixed at 4)".to_string());
+        }
+        if config.max_write_buffer_number.is_some() {
+            settings.push(
+                "max_write_buffer_number=ignored (fixed at 2: one memtable taking writes, one \
+                 being flushed)"
+                    .to_string(),
+            );
         }
         if config.merge_uint64add {
             settings.push("merge_operator=unsupported".to_string());

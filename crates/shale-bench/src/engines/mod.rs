@@ -181,6 +181,8 @@ pub struct EngineConfig {
     pub max_bytes_for_level_base: Option<u64>,
     /// Level-0 files that start a compaction (`--level0_file_num_compaction_trigger`).
     pub level0_file_num_compaction_trigger: Option<usize>,
+    /// Memtables held at once, active and waiting to be flushed (`--max_write_buffer_number`).
+    pub max_write_buffer_number: Option<usize>,
     /// Writes wait for the disk (`--sync`): opens the engine in its synchronous mode.
     pub sync: bool,
     /// Skip the write-ahead log where the engine can (`--disable_wal`).

@@ -11,6 +11,8 @@
 //!   `--max_bytes_for_level_base` and `--level0_file_num_compaction_trigger` replace the
 //!   report's level-1 target and first trigger (the other two triggers stay at least as deep).
 //!
+//! `--max_write_buffer_number` applies to both configurations.
+//!
 //! `--merge_operator=uint64add` installs RocksDB's built-in `uint64add`.
 //!
 //! Thread-safety: a `rocksdb_t` is safe for concurrent use; option objects are read-only
@@ -131,6 +133,11 @@ impl RocksDb {
             if let Some(size) = config.write_buffer_size {
                 ffi::rocksdb_options_set_write_buffer_size(o, size);
                 settings.push(setting("write_buffer_size", size));
+            }
+            if let Some(memtables) = config.max_write_buffer_number {
+                let memtables = libc::c_int::try_from(memtables).unwrap_or(libc::c_int::MAX);
+                ffi::rocksdb_options_set_max_write_buffer_number(o, memtables);
+                settings.push(setting("max_write_buffer_number", memtables));
             }
             if let Some(size) = config.max_file_size {
                 ffi::rocksdb_options_set_target_file_size_base(o, size);

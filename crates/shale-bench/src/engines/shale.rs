@@ -60,6 +60,9 @@ impl ShaleEngine {
         if let Some(files) = config.level0_file_num_compaction_trigger {
             options.level0_file_num_compaction_trigger = files;
         }
+        if let Some(memtables) = config.max_write_buffer_number {
+            options.max_write_buffer_number = memtables;
+        }
         options.compression = match config.compression {
             CompressionChoice::Default => options.compression,
             CompressionChoice::None => shale::Compression::None,
@@ -73,6 +76,7 @@ impl ShaleEngine {
         }
         settings.extend([
             setting("write_buffer_size", options.write_buffer_size),
+            setting("max_write_buffer_number", options.max_write_buffer_number),
             setting("block_size", options.block_size),
             setting("bloom_bits_per_key", options.bloom_bits_per_key),
             setting("compression", format!("{:?}", options.compression)),

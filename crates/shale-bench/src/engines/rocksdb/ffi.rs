@@ -152,6 +152,7 @@ extern "C" {
     pub fn rocksdb_options_set_create_if_missing(o: *mut rocksdb_options_t, v: c_uchar);
     pub fn rocksdb_options_set_info_log_level(o: *mut rocksdb_options_t, level: c_int);
     pub fn rocksdb_options_set_write_buffer_size(o: *mut rocksdb_options_t, s: size_t);
+    pub fn rocksdb_options_set_max_write_buffer_number(o: *mut rocksdb_options_t, n: c_int);
     pub fn rocksdb_options_set_target_file_size_base(o: *mut rocksdb_options_t, s: u64);
     pub fn rocksdb_options_set_compression(o: *mut rocksdb_options_t, c: c_int);
     pub fn rocksdb_options_set_compression_per_level(
