@@ -4,9 +4,9 @@
 //! `--flag=1`/`--flag=0` as well as `true`/`false`, and a bare `--flag` means true. Sizes
 //! whose db_bench default is "the engine's own" (`--write_buffer_size`, `--block_size`,
 //! `--max_file_size`, `--subcompactions`, `--max_bytes_for_level_base`,
-//! `--level0_file_num_compaction_trigger` and `--max_write_buffer_number` at 0, `--bloom_bits` at -1, `--compression=default`)
-//! leave each engine at its default. [`Flags`] is what clap parses; [`Settings`] is the
-//! validated run.
+//! `--level0_file_num_compaction_trigger` and `--max_write_buffer_number` at 0, `--bloom_bits`
+//! at -1, `--compression=default`) leave each engine at its default. [`Flags`] is what clap
+//! parses; [`Settings`] is the validated run.
 
 use std::path::PathBuf;
 
@@ -44,6 +44,16 @@ fn parse_ratio(s: &str) -> std::result::Result<f64, String> {
         Ok(r)
     } else {
         Err(format!("{r} is outside (0, 1]"))
+    }
+}
+
+/// `--max_write_buffer_number`: 0 (each engine's default) or at least 2. One memtable would
+/// stop every write while it flushes; shale refuses it, and RocksDB quietly raises it to 2.
+fn parse_write_buffer_number(s: &str) -> std::result::Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(1) => Err("must be 0 (each engine's default) or at least 2".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -124,8 +134,9 @@ pub struct Flags {
     #[arg(long, default_value_t = 0)]
     pub level0_file_num_compaction_trigger: u32,
     /// Memtables a database may hold at once, the one taking writes and those waiting to be
-    /// flushed (0: each engine's default; shale's and RocksDB's is 2, LevelDB's is fixed at 2).
-    #[arg(long, default_value_t = 0)]
+    /// flushed (0: each engine's default; shale's and RocksDB's is 2, LevelDB's is fixed at 2;
+    /// 1 is refused).
+    #[arg(long, default_value_t = 0, value_parser = parse_write_buffer_number)]
     pub max_write_buffer_number: u32,
     /// Database directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
@@ -488,14 +499,20 @@ mod tests {
         // 0, the default, leaves each engine's own level sizing.
         assert_eq!(c.max_bytes_for_level_base, None);
         assert_eq!(c.level0_file_num_compaction_trigger, None);
+        assert_eq!(c.max_write_buffer_number, None);
         let s = parse(&[
             "--engine=rocksdb",
             "--max_bytes_for_level_base=10485760",
             "--level0_file_num_compaction_trigger=8",
+            "--max_write_buffer_number=3",
         ])
         .expect("valid");
         let c = s.engine_config(PathBuf::from("/tmp/db"));
         assert_eq!(c.max_bytes_for_level_base, Some(10 << 20));
         assert_eq!(c.level0_file_num_compaction_trigger, Some(8));
+        assert_eq!(c.max_write_buffer_number, Some(3));
+        // One memtable is refused at parse time, naming the flag.
+        let err = parse_flags(&["--max_write_buffer_number=1"]).expect_err("one memtable");
+        assert!(err.to_string().contains("max_write_buffer_number"), "{err}");
     }
 }

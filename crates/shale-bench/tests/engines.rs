@@ -584,9 +584,9 @@ fn a_foreign_db_directory_is_never_wiped() {
     assert!(dir.path().join("thesis.tex").exists());
 }
 
-/// `--max_bytes_for_level_base` and `--level0_file_num_compaction_trigger` reach the engines
-/// that have those settings, each named once on its settings line; LevelDB records them as
-/// ignored.
+/// `--max_bytes_for_level_base`, `--level0_file_num_compaction_trigger` and
+/// `--max_write_buffer_number` reach the engines that have those settings, each named once on
+/// its settings line; LevelDB records them as ignored.
 #[test]
 fn level_and_memtable_flags_are_applied_or_recorded_as_ignored() {
     for kind in engines_in_build() {
