@@ -67,6 +67,11 @@ pub struct Options {
     /// Bytes of writes gathered in a memtable before it is frozen and flushed. Default: 8 MiB.
     pub write_buffer_size: usize,
     /// Memtables (active plus frozen) kept before writes wait for a flush. Default: 2.
+    ///
+    /// Each one more costs another `write_buffer_size` of memory and lets two flushes run while
+    /// the writer fills the next memtable. A batched sequential load, whose pace the flush sets,
+    /// ran 13% faster with 3 in a lockstep run (`docs/benchmarks.md`, "Tried and dropped in the
+    /// session after `95cf582`"); the random loads moved within noise.
     pub max_write_buffer_number: usize,
     /// Finished WAL files kept to be written over by later WALs instead of being deleted
     /// (RocksDB's `recycle_log_file_num`). Writing over a file's cached, allocated pages costs
