@@ -9,6 +9,9 @@ use rand::{Rng, SeedableRng};
 use shale::env::MemFs;
 use shale::{Db, Options, ReadOptions, WriteBatch};
 
+mod common;
+use common::HookedFs;
+
 #[test]
 fn writers_readers_and_snapshots_agree_with_the_oracle() {
     let fs = MemFs::new();
@@ -266,14 +269,11 @@ fn a_writer_held_up_by_a_slow_flush_counts_the_stall_and_its_time() {
     assert!(text.contains(" s waited)"), "{text}");
 }
 
-/// A [`MemFs`] whose `remove` of a table waits, while the gate is closed, until it opens.
-#[derive(Clone)]
-struct GatedRemoves {
-    mem: MemFs,
-    gate: Arc<(parking_lot::Mutex<GateState>, parking_lot::Condvar)>,
-}
+/// A gate that holds table removals (through [`HookedFs::before_remove`]) while it is closed.
+#[derive(Clone, Default)]
+struct RemovalGate(Arc<(parking_lot::Mutex<GateState>, parking_lot::Condvar)>);
 
-/// The gate of [`GatedRemoves`].
+/// The state of a [`RemovalGate`].
 #[derive(Default)]
 struct GateState {
     closed: bool,
@@ -281,16 +281,21 @@ struct GateState {
     waiting: usize,
 }
 
-impl GatedRemoves {
+impl RemovalGate {
     fn set_closed(&self, closed: bool) {
-        let (state, changed) = &*self.gate;
+        let (state, changed) = &*self.0;
         state.lock().closed = closed;
         changed.notify_all();
     }
 
+    /// Table removals held at the gate now.
+    fn waiting(&self) -> usize {
+        self.0 .0.lock().waiting
+    }
+
     /// Waits until a table removal is held at the gate; false after `limit`.
     fn wait_for_held_removal(&self, limit: std::time::Duration) -> bool {
-        let (state, changed) = &*self.gate;
+        let (state, changed) = &*self.0;
         let deadline = std::time::Instant::now() + limit;
         let mut s = state.lock();
         while s.waiting == 0 {
@@ -300,81 +305,22 @@ impl GatedRemoves {
         }
         true
     }
-}
 
-impl shale::env::Fs for GatedRemoves {
-    fn create(&self, path: &std::path::Path) -> shale::Result<Box<dyn shale::env::WritableFile>> {
-        self.mem.create(path)
-    }
-    fn create_log(
-        &self,
-        path: &std::path::Path,
-    ) -> shale::Result<Box<dyn shale::env::WritableFile>> {
-        self.mem.create_log(path)
-    }
-    fn reuse_log(
-        &self,
-        old: &std::path::Path,
-        path: &std::path::Path,
-    ) -> shale::Result<Box<dyn shale::env::WritableFile>> {
-        self.mem.reuse_log(old, path)
-    }
-    fn open_random(
-        &self,
-        path: &std::path::Path,
-    ) -> shale::Result<Arc<dyn shale::env::RandomAccessFile>> {
-        self.mem.open_random(path)
-    }
-    fn open_sequential(
-        &self,
-        path: &std::path::Path,
-    ) -> shale::Result<Box<dyn shale::env::SequentialFile>> {
-        self.mem.open_sequential(path)
-    }
-    fn exists(&self, path: &std::path::Path) -> bool {
-        self.mem.exists(path)
-    }
-    fn list(&self, dir: &std::path::Path) -> shale::Result<Vec<String>> {
-        self.mem.list(dir)
-    }
-    fn file_size(&self, path: &std::path::Path) -> shale::Result<u64> {
-        self.mem.file_size(path)
-    }
-    fn remove(&self, path: &std::path::Path) -> shale::Result<()> {
-        if path.extension().is_some_and(|e| e == "sst") {
-            let (state, changed) = &*self.gate;
-            let mut s = state.lock();
-            if s.closed {
-                s.waiting += 1;
-                changed.notify_all();
-                // Bounded, so that a regression fails the test instead of hanging it.
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-                while s.closed && !changed.wait_until(&mut s, deadline).timed_out() {}
-                s.waiting -= 1;
-            }
+    /// Holds the removal of `path`, if it is a table, while the gate is closed.
+    fn hold(&self, path: &std::path::Path) {
+        if path.extension().is_none_or(|e| e != "sst") {
+            return;
         }
-        self.mem.remove(path)
-    }
-    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> shale::Result<()> {
-        self.mem.rename(from, to)
-    }
-    fn link(&self, from: &std::path::Path, to: &std::path::Path) -> shale::Result<()> {
-        self.mem.link(from, to)
-    }
-    fn create_dir_all(&self, dir: &std::path::Path) -> shale::Result<()> {
-        self.mem.create_dir_all(dir)
-    }
-    fn remove_dir(&self, dir: &std::path::Path) -> shale::Result<()> {
-        self.mem.remove_dir(dir)
-    }
-    fn sync_dir(&self, dir: &std::path::Path) -> shale::Result<()> {
-        self.mem.sync_dir(dir)
-    }
-    fn sync_file(&self, path: &std::path::Path) -> shale::Result<()> {
-        self.mem.sync_file(path)
-    }
-    fn lock(&self, path: &std::path::Path) -> shale::Result<Box<dyn shale::env::FileLock>> {
-        self.mem.lock(path)
+        let (state, changed) = &*self.0;
+        let mut s = state.lock();
+        if s.closed {
+            s.waiting += 1;
+            changed.notify_all();
+            // Bounded, so that a regression fails the test instead of hanging it.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while s.closed && !changed.wait_until(&mut s, deadline).timed_out() {}
+            s.waiting -= 1;
+        }
     }
 }
 
@@ -385,10 +331,11 @@ impl shale::env::Fs for GatedRemoves {
 fn writes_go_on_while_a_compaction_unlinks_its_inputs() {
     use shale::env::Fs;
 
-    let fs = GatedRemoves {
-        mem: MemFs::new(),
-        gate: Arc::default(),
-    };
+    let gate = RemovalGate::default();
+    let fs = HookedFs::new(MemFs::new()).before_remove({
+        let gate = gate.clone();
+        move |path| gate.hold(path)
+    });
     let options = Options {
         fs: Arc::new(fs.clone()),
         // Large enough that the writes below never switch memtables (a switch may wait for a
@@ -400,7 +347,7 @@ fn writes_go_on_while_a_compaction_unlinks_its_inputs() {
     let db = Arc::new(Db::open("/db", options).expect("open"));
     // Flushes push their tables below level 0 while nothing there overlaps them; once two
     // stay in level 0, a compaction merges them and then deletes both.
-    fs.set_closed(true);
+    gate.set_closed(true);
     let mut rounds = 0u32;
     loop {
         for i in 0..500u32 {
@@ -409,7 +356,7 @@ fn writes_go_on_while_a_compaction_unlinks_its_inputs() {
         }
         db.flush().expect("flush");
         rounds += 1;
-        if fs.wait_for_held_removal(std::time::Duration::from_millis(500)) {
+        if gate.wait_for_held_removal(std::time::Duration::from_millis(500)) {
             break;
         }
         assert!(rounds < 8, "no compaction removed its inputs");
@@ -427,8 +374,8 @@ fn writes_go_on_while_a_compaction_unlinks_its_inputs() {
         })
     };
     let read = finished.recv_timeout(std::time::Duration::from_secs(10));
-    let still_held = fs.gate.0.lock().waiting > 0;
-    fs.set_closed(false);
+    let still_held = gate.waiting() > 0;
+    gate.set_closed(false);
     assert_eq!(
         read.expect("writes waited for the removal of obsolete tables"),
         Some(format!("value{}-7", rounds - 1).into_bytes())

@@ -8,15 +8,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use shale::env::fault::flip_bit;
-use shale::env::{FileLock, Fs, MemFs, RandomAccessFile, SequentialFile, WritableFile};
+use shale::env::{Fs, MemFs, WritableFile};
 use shale::{Db, Error, Options};
 
-/// A [`MemFs`] that, while armed, flips a bit of the footer of the next table it finishes
-/// writing (at its sync, after the bytes are in place), and then disarms.
-#[derive(Clone)]
-struct FooterMangler {
-    mem: MemFs,
-    armed: Arc<AtomicBool>,
+mod common;
+use common::HookedFs;
+
+/// A [`MemFs`] (`mem`) that, while `armed`, flips a bit of the footer of the next table it
+/// finishes writing (at its sync, after the bytes are in place), and then disarms.
+fn footer_mangler(mem: &MemFs, armed: &Arc<AtomicBool>) -> HookedFs {
+    let (inner_mem, armed) = (mem.clone(), armed.clone());
+    HookedFs::new(mem.clone()).on_create(move |path, inner| {
+        if path.extension().is_some_and(|e| e == "sst") {
+            Box::new(ManglingFile {
+                inner,
+                mem: inner_mem.clone(),
+                path: path.to_path_buf(),
+                armed: armed.clone(),
+            })
+        } else {
+            inner
+        }
+    })
 }
 
 struct ManglingFile {
@@ -51,63 +64,6 @@ impl WritableFile for ManglingFile {
 
     fn len(&self) -> u64 {
         self.inner.len()
-    }
-}
-
-impl Fs for FooterMangler {
-    fn create(&self, path: &Path) -> shale::Result<Box<dyn WritableFile>> {
-        let inner = self.mem.create(path)?;
-        if path.extension().is_some_and(|e| e == "sst") {
-            return Ok(Box::new(ManglingFile {
-                inner,
-                mem: self.mem.clone(),
-                path: path.to_path_buf(),
-                armed: self.armed.clone(),
-            }));
-        }
-        Ok(inner)
-    }
-    fn create_log(&self, path: &Path) -> shale::Result<Box<dyn WritableFile>> {
-        self.mem.create_log(path)
-    }
-    fn reuse_log(&self, old: &Path, path: &Path) -> shale::Result<Box<dyn WritableFile>> {
-        self.mem.reuse_log(old, path)
-    }
-    fn open_random(&self, path: &Path) -> shale::Result<Arc<dyn RandomAccessFile>> {
-        self.mem.open_random(path)
-    }
-    fn open_sequential(&self, path: &Path) -> shale::Result<Box<dyn SequentialFile>> {
-        self.mem.open_sequential(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.mem.exists(path)
-    }
-    fn list(&self, dir: &Path) -> shale::Result<Vec<String>> {
-        self.mem.list(dir)
-    }
-    fn file_size(&self, path: &Path) -> shale::Result<u64> {
-        self.mem.file_size(path)
-    }
-    fn remove(&self, path: &Path) -> shale::Result<()> {
-        self.mem.remove(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> shale::Result<()> {
-        self.mem.rename(from, to)
-    }
-    fn link(&self, from: &Path, to: &Path) -> shale::Result<()> {
-        self.mem.link(from, to)
-    }
-    fn create_dir_all(&self, dir: &Path) -> shale::Result<()> {
-        self.mem.create_dir_all(dir)
-    }
-    fn remove_dir(&self, dir: &Path) -> shale::Result<()> {
-        self.mem.remove_dir(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> shale::Result<()> {
-        self.mem.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path) -> shale::Result<Box<dyn FileLock>> {
-        self.mem.lock(path)
     }
 }
 
@@ -161,19 +117,17 @@ fn is_corruption_of_a_table(e: &Error) -> bool {
 #[test]
 fn a_flushed_table_that_does_not_read_back_fails_the_flush_and_loses_nothing() {
     let mem = MemFs::new();
-    let fs = FooterMangler {
-        mem: mem.clone(),
-        armed: Arc::new(AtomicBool::new(false)),
-    };
+    let armed = Arc::new(AtomicBool::new(false));
+    let fs = footer_mangler(&mem, &armed);
     let dir = Path::new("/db");
     let db = Db::open(dir, options(Arc::new(fs.clone()))).expect("open");
     for i in 0..500 {
         db.put(key(i), value(i, 0)).expect("put");
     }
-    fs.armed.store(true, Ordering::SeqCst);
+    armed.store(true, Ordering::SeqCst);
     let err = db.flush().expect_err("the mangled table was installed");
     assert!(is_corruption_of_a_table(&err), "{err}");
-    assert!(!fs.armed.load(Ordering::SeqCst), "no table was written");
+    assert!(!armed.load(Ordering::SeqCst), "no table was written");
     drop(db);
     reopen_and_check(&mem, dir, 500, 0);
 }
@@ -181,10 +135,8 @@ fn a_flushed_table_that_does_not_read_back_fails_the_flush_and_loses_nothing() {
 #[test]
 fn a_compaction_output_that_does_not_read_back_fails_the_compaction_and_loses_nothing() {
     let mem = MemFs::new();
-    let fs = FooterMangler {
-        mem: mem.clone(),
-        armed: Arc::new(AtomicBool::new(false)),
-    };
+    let armed = Arc::new(AtomicBool::new(false));
+    let fs = footer_mangler(&mem, &armed);
     let dir = Path::new("/db");
     let db = Db::open(dir, options(Arc::new(fs.clone()))).expect("open");
     // Two overlapping tables, so the compaction merges them into a new one.
@@ -196,12 +148,12 @@ fn a_compaction_output_that_does_not_read_back_fails_the_compaction_and_loses_no
     }
     let before = tables(&mem, dir);
     assert_eq!(before.len(), 2, "{before:?}");
-    fs.armed.store(true, Ordering::SeqCst);
+    armed.store(true, Ordering::SeqCst);
     let err = db
         .compact_range(None, None)
         .expect_err("the mangled table was installed");
     assert!(is_corruption_of_a_table(&err), "{err}");
-    assert!(!fs.armed.load(Ordering::SeqCst), "no table was written");
+    assert!(!armed.load(Ordering::SeqCst), "no table was written");
     // The failed job removed what it wrote; its inputs are still the database's tables.
     assert_eq!(tables(&mem, dir), before);
     drop(db);
@@ -213,10 +165,8 @@ fn a_compaction_output_that_does_not_read_back_fails_the_compaction_and_loses_no
 #[test]
 fn a_repair_whose_table_does_not_read_back_leaves_the_database_as_it_was() {
     let mem = MemFs::new();
-    let fs = FooterMangler {
-        mem: mem.clone(),
-        armed: Arc::new(AtomicBool::new(false)),
-    };
+    let armed = Arc::new(AtomicBool::new(false));
+    let fs = footer_mangler(&mem, &armed);
     let dir = Path::new("/db");
     {
         let db = Db::open(dir, options(Arc::new(fs.clone()))).expect("open");
@@ -234,7 +184,7 @@ fn a_repair_whose_table_does_not_read_back_leaves_the_database_as_it_was() {
         names.sort();
         names
     };
-    fs.armed.store(true, Ordering::SeqCst);
+    armed.store(true, Ordering::SeqCst);
     let err = Db::repair(dir, &options(Arc::new(fs.clone()))).expect_err("repair succeeded");
     assert!(is_corruption_of_a_table(&err), "{err}");
     let mut files_after = mem.list(dir).expect("list");

@@ -38,6 +38,12 @@ const TUNED_LEVEL_BASE_BYTES: u64 = 10 << 20;
 /// Block size of the tuned configuration (the report's `--block_size=65536`).
 const TUNED_BLOCK_SIZE: usize = 64 << 10;
 
+/// A count for the C API's `int` settings; counts past its range (never given in practice)
+/// become its largest value.
+fn c_int_saturating(n: usize) -> libc::c_int {
+    libc::c_int::try_from(n).unwrap_or(libc::c_int::MAX)
+}
+
 fn take_error(name: &'static str, op: &'static str, err: *mut c_char) -> Result<()> {
     if err.is_null() {
         return Ok(());
@@ -135,7 +141,7 @@ impl RocksDb {
                 settings.push(setting("write_buffer_size", size));
             }
             if let Some(memtables) = config.max_write_buffer_number {
-                let memtables = libc::c_int::try_from(memtables).unwrap_or(libc::c_int::MAX);
+                let memtables = c_int_saturating(memtables);
                 ffi::rocksdb_options_set_max_write_buffer_number(o, memtables);
                 settings.push(setting("max_write_buffer_number", memtables));
             }
@@ -176,7 +182,7 @@ impl RocksDb {
                 // at least as deep (RocksDB would raise them itself).
                 let l0 = config
                     .level0_file_num_compaction_trigger
-                    .map_or(4, |n| libc::c_int::try_from(n).unwrap_or(libc::c_int::MAX));
+                    .map_or(4, c_int_saturating);
                 let (slowdown, stop) = (l0.max(8), l0.max(12));
                 ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, l0);
                 ffi::rocksdb_options_set_level0_slowdown_writes_trigger(o, slowdown);
@@ -214,7 +220,7 @@ impl RocksDb {
                     settings.push(setting("max_bytes_for_level_base", bytes));
                 }
                 if let Some(files) = config.level0_file_num_compaction_trigger {
-                    let files = libc::c_int::try_from(files).unwrap_or(libc::c_int::MAX);
+                    let files = c_int_saturating(files);
                     ffi::rocksdb_options_set_level0_file_num_compaction_trigger(o, files);
                     settings.push(setting("level0_file_num_compaction_trigger", files));
                 }
