@@ -248,14 +248,18 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             )?;
         }
         Some(name) if name != icmp.user().name() => {
-            found.warning(
-                &mut out,
+            // Its tables would all fail to open here, and read as damage that repair (which
+            // needs the comparator too) cannot fix: say what the tool cannot do instead.
+            out.flush()?;
+            return Err(Failure::new(
+                Exit::Other,
                 format!(
-                    "{}: comparator {name:?} is not the bytewise comparator this tool orders \
-                     keys with; key order checks may be wrong",
+                    "{}: the database is ordered by comparator {name:?}, and this tool knows \
+                     only the built-in bytewise order; check it from a program that opens it \
+                     with its comparator (Options::paranoid_checks verifies every table at open)",
                     manifest.display()
                 ),
-            )?;
+            ));
         }
         Some(_) => {}
     }

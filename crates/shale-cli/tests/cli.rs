@@ -567,6 +567,94 @@ fn repair_restores_every_undamaged_key_after_a_table_is_truncated() {
     );
 }
 
+/// Repair and writes refuse directories they would damage: one that is not a database (its
+/// files untouched), a database that lost `CURRENT` (a write used to create a new database over
+/// it and delete its tables), and a database ordered by a comparator the tool cannot load.
+#[test]
+fn repair_and_writes_refuse_what_they_would_damage() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+
+    let other = tmp.path().join("logs");
+    std::fs::create_dir(&other).expect("mkdir");
+    std::fs::write(other.join("20240601.log"), b"GET / 200\n").expect("write");
+    let out = run(&[OsStr::new("repair"), other.as_os_str()]);
+    assert_eq!(code(&out), EXIT_OTHER, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no shale database files"),
+        "{}",
+        stderr(&out)
+    );
+    let mut names: Vec<_> = std::fs::read_dir(&other)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["20240601.log"],
+        "a refused repair leaves the directory alone"
+    );
+    assert_eq!(
+        std::fs::read(other.join("20240601.log")).expect("read"),
+        b"GET / 200\n"
+    );
+
+    let db = tmp.path().join("db");
+    let records: Vec<(Vec<u8>, Vec<u8>)> = (0..300)
+        .map(|i| (format!("k{i:04}").into_bytes(), vec![b'v'; 40]))
+        .collect();
+    load(&db, &records);
+    load(&db, &[(b"z".to_vec(), b"last".to_vec())]);
+    assert!(!file_with_suffix(&db, ".sst").is_empty());
+    std::fs::remove_file(db.join("CURRENT")).expect("remove CURRENT");
+    let out = run(&[
+        OsStr::new("put"),
+        db.as_os_str(),
+        OsStr::new("x"),
+        OsStr::new("y"),
+    ]);
+    assert_eq!(code(&out), EXIT_CORRUPTION, "{}", stderr(&out));
+    assert!(stderr(&out).contains("repair"), "{}", stderr(&out));
+    let out = run(&[OsStr::new("repair"), db.as_os_str()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let after = contents(&db);
+    assert_eq!(after.len(), records.len() + 1);
+    assert!(records.iter().all(|r| after.contains(r)));
+
+    struct Reversed;
+    impl shale::Comparator for Reversed {
+        fn name(&self) -> &str {
+            "test.Reversed"
+        }
+        fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+            b.cmp(a)
+        }
+    }
+    let custom = tmp.path().join("custom");
+    {
+        let options = shale::Options {
+            comparator: std::sync::Arc::new(Reversed),
+            ..shale::Options::default()
+        };
+        let handle = shale::Db::open(&custom, options).expect("open");
+        handle.put(b"a", b"1").expect("put");
+        handle.flush().expect("flush");
+    }
+    let out = run(&[OsStr::new("check"), custom.as_os_str()]);
+    assert_eq!(code(&out), EXIT_OTHER, "{}", stdout(&out));
+    assert!(stderr(&out).contains("test.Reversed"), "{}", stderr(&out));
+    let tables = file_with_suffix(&custom, ".sst");
+    let out = run(&[OsStr::new("repair"), custom.as_os_str()]);
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("nothing was changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(file_with_suffix(&custom, ".sst"), tables);
+    assert!(!custom.join("lost").exists());
+}
+
 #[test]
 fn checkpoint_produces_a_database_that_opens_and_equals_the_source() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -12,8 +12,8 @@
 //! 000012.log           write-ahead log
 //! 000013.sst           table
 //! 000012.blob          blob file: separated large values (numbered like its WAL)
-//! 000014.dbtmp         temporary file (also "CURRENT.dbtmp"), never read, removed at open
-//! LOG, LOG.old         human-readable info log
+//! CURRENT.dbtmp        temporary file, never read, removed at open (so is NNNNNN.dbtmp)
+//! LOG, LOG.old         an info log: recognised, never written (diagnostics go to `tracing`)
 //! ```
 //!
 //! Thread-safety: pure functions.
@@ -35,10 +35,11 @@ pub enum FileType {
     Current,
     /// The `LOCK` file.
     Lock,
-    /// A temporary file, `NNNNNN.dbtmp` or `<NAME>.dbtmp`; it is never read and can be removed
-    /// whenever no process has the database open.
+    /// A temporary file, `NNNNNN.dbtmp` or `<NAME>.dbtmp`; it is never read, and `open`
+    /// removes any it finds (one can be left by a crash before its rename).
     Temp,
-    /// The human-readable info log, `LOG` or `LOG.old`.
+    /// An info log, `LOG` or `LOG.old`, as LevelDB names it. shale never writes one (its
+    /// diagnostics go to `tracing`) and leaves any it finds alone.
     InfoLog,
 }
 
@@ -71,11 +72,6 @@ pub fn manifest_file_name(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{MANIFEST_PREFIX}{number:06}"))
 }
 
-/// `dir/NNNNNN.dbtmp`: a numbered temporary file.
-pub fn temp_file_name(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}{TEMP_SUFFIX}"))
-}
-
 /// `dir/CURRENT`.
 pub fn current_file_name(dir: &Path) -> PathBuf {
     dir.join(CURRENT_FILE)
@@ -84,11 +80,6 @@ pub fn current_file_name(dir: &Path) -> PathBuf {
 /// `dir/LOCK`.
 pub fn lock_file_name(dir: &Path) -> PathBuf {
     dir.join(LOCK_FILE)
-}
-
-/// `dir/LOG`: the human-readable info log.
-pub fn info_log_file_name(dir: &Path) -> PathBuf {
-    dir.join("LOG")
 }
 
 /// Tells what a directory entry is from its name alone; `None` for names shale never writes
@@ -143,10 +134,8 @@ mod tests {
             manifest_file_name(dir, 12),
             PathBuf::from("/db/MANIFEST-000012")
         );
-        assert_eq!(temp_file_name(dir, 7), PathBuf::from("/db/000007.dbtmp"));
         assert_eq!(current_file_name(dir), PathBuf::from("/db/CURRENT"));
         assert_eq!(lock_file_name(dir), PathBuf::from("/db/LOCK"));
-        assert_eq!(info_log_file_name(dir), PathBuf::from("/db/LOG"));
         // Numbers wider than six digits are printed in full.
         assert_eq!(
             table_file_name(dir, 12_345_678),
@@ -171,7 +160,7 @@ mod tests {
                 Some(FileType::Manifest(n))
             );
             assert_eq!(
-                parse_file_name(&name_of(temp_file_name(dir, n))),
+                parse_file_name(&format!("{n:06}{TEMP_SUFFIX}")),
                 Some(FileType::Temp)
             );
         }

@@ -127,3 +127,48 @@ fn a_user_comparator_orders_everything() {
         "{err}"
     );
 }
+
+/// Repair with the wrong comparator must not mistake well-formed tables for damage (it used to
+/// move every one of them to `lost/` and record the wrong order); with the right one it
+/// salvages everything.
+#[test]
+fn repair_refuses_another_comparator_and_changes_nothing() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, options(&fs)).expect("open");
+        for i in 0..400 {
+            db.put(key(i), format!("v{i}")).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    let listing = |fs: &MemFs| {
+        let mut names = fs.list(dir).expect("list");
+        names.sort();
+        names
+    };
+    let before = listing(&fs);
+    assert!(before.iter().any(|n| n.ends_with(".sst")), "{before:?}");
+    let bytewise = Options {
+        comparator: Arc::new(shale::BytewiseComparator),
+        ..options(&fs)
+    };
+    match Db::repair(dir, &bytewise) {
+        Err(Error::InvalidArgument(message)) => {
+            assert!(message.contains("test.Descending"), "{message}");
+            assert!(message.contains("nothing was changed"), "{message}");
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(
+        listing(&fs),
+        before,
+        "a refused repair must leave the files as they were"
+    );
+    let report = Db::repair(dir, &options(&fs)).expect("repair");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let db = Db::open(dir, options(&fs)).expect("open after repair");
+    let expected: Vec<Vec<u8>> = (0..400).rev().map(key).collect();
+    assert_eq!(forward(&db), expected);
+}

@@ -218,6 +218,101 @@ fn read_only_open_sees_wal_and_tables_and_refuses_writes() {
     );
 }
 
+/// A database that lost `CURRENT` is damaged, not absent: creating a new one over it would
+/// overwrite its first manifest and delete its tables as obsolete. Open refuses and changes
+/// nothing; repair brings the data back. An interrupted creation (`MANIFEST-000001` alone) is
+/// created again.
+#[test]
+fn open_refuses_to_create_over_a_database_that_lost_current() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        for i in 0..3000 {
+            let (k, v) = kv(i);
+            db.put(&k, &v).expect("put");
+        }
+    }
+    fs.remove(&dir.join("CURRENT")).expect("remove CURRENT");
+    let snapshot = |fs: &MemFs| -> Vec<(String, Option<Vec<u8>>)> {
+        let mut names = fs.list(dir).expect("list");
+        names.sort();
+        names
+            .into_iter()
+            .map(|n| (n.clone(), fs.contents(&dir.join(&n))))
+            .collect()
+    };
+    let before = snapshot(&fs);
+    match Db::open(dir, small_options(&fs)) {
+        Err(Error::Corruption { path, message, .. }) => {
+            assert_eq!(path, dir.join("CURRENT"));
+            assert!(
+                message.contains(".sst"),
+                "names the files it found: {message}"
+            );
+            assert!(message.contains("repair"), "says what to do: {message}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+    }
+    assert!(
+        before == snapshot(&fs),
+        "the refused open changed the directory"
+    );
+    Db::repair(dir, &small_options(&fs)).expect("repair");
+    let db = Db::open(dir, small_options(&fs)).expect("open after repair");
+    check_all(&db, 3000);
+    drop(db);
+
+    // Only MANIFEST-000001: a creation cut short before CURRENT was written.
+    let fresh = Path::new("/fresh");
+    fs.create_dir_all(fresh).expect("mkdir");
+    let mut file = fs.create(&fresh.join("MANIFEST-000001")).expect("create");
+    file.append(b"half-written").expect("append");
+    file.close().expect("close");
+    let db = Db::open(fresh, small_options(&fs)).expect("create again");
+    db.put(b"k", b"v").expect("put");
+    assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
+}
+
+/// A crash between writing `CURRENT.dbtmp` and renaming it leaves the temporary file behind;
+/// the next writable open removes it (and any numbered one), while a read-only open, LevelDB's
+/// info log names and files that are not shale's are left alone.
+#[test]
+fn leftover_temporary_files_are_removed_at_open() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        db.put(b"k", b"v").expect("put");
+    }
+    let leftovers = ["CURRENT.dbtmp", "000042.dbtmp"];
+    let bystanders = ["LOG", "LOG.old", "notes.txt", "12.sst.dbtmp"];
+    for name in leftovers.iter().chain(&bystanders) {
+        let mut file = fs.create(&dir.join(name)).expect("create");
+        file.append(b"MANIFEST-000999\n").expect("append");
+        file.close().expect("close");
+    }
+    let ro = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
+    assert_eq!(ro.get(b"k").expect("get"), Some(b"v".to_vec()));
+    drop(ro);
+    for name in leftovers.iter().chain(&bystanders) {
+        assert!(fs.exists(&dir.join(name)), "read-only open removed {name}");
+    }
+    let db = Db::open(dir, small_options(&fs)).expect("reopen");
+    assert_eq!(db.get(b"k").expect("get"), Some(b"v".to_vec()));
+    for name in leftovers {
+        assert!(!fs.exists(&dir.join(name)), "{name} was left behind");
+    }
+    for name in bystanders {
+        assert!(
+            fs.exists(&dir.join(name)),
+            "{name} is not shale's to remove"
+        );
+    }
+}
+
 /// A compaction held its input version while deleting obsolete files, so its own inputs
 /// survived on disk until some later job ran.
 #[test]

@@ -14,6 +14,7 @@ use super::{Db, DbInner, DbState, ReadView};
 use crate::batch::{blob_ref_of, WalMarker, WriteBatch};
 use crate::blob::BlobCache;
 use crate::cache::BlockCache;
+use crate::env::Fs;
 use crate::error::{Error, Result};
 use crate::filename::{
     blob_file_name, current_file_name, lock_file_name, parse_file_name, wal_file_name, FileType,
@@ -26,6 +27,45 @@ use crate::snapshot::SnapshotList;
 use crate::table_cache::TableCache;
 use crate::version::{VersionEdit, VersionSet};
 use crate::wal::{LogKind, LogReader, LogWriter};
+
+/// A directory without `CURRENT` is a new database only if it holds no shale data: creating
+/// one over a damaged database (its `CURRENT` lost) would overwrite its first manifest and
+/// delete its tables as obsolete. An interrupted creation, which leaves `MANIFEST-000001` and
+/// nothing else, is created again.
+fn refuse_to_create_over_database_files(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let mut found: Vec<&String> = Vec::new();
+    let names = fs.list(dir)?;
+    for name in &names {
+        match parse_file_name(name) {
+            Some(FileType::Manifest(1)) => {}
+            Some(
+                FileType::Manifest(_) | FileType::Table(_) | FileType::Wal(_) | FileType::Blob(_),
+            ) => found.push(name),
+            _ => {}
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort();
+    let shown: Vec<&str> = found.iter().take(5).map(|n| n.as_str()).collect();
+    let more = found.len().saturating_sub(shown.len());
+    Err(Error::corruption(
+        current_file_name(dir),
+        0,
+        format!(
+            "CURRENT is missing but the directory holds database files ({}{}): the database \
+             is damaged, not absent (or half destroyed): nothing was changed; repair rebuilds \
+             it (Db::repair, `shale repair`), destroy removes it",
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+    ))
+}
 
 pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     options.validate()?;
@@ -48,6 +88,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
                 dir.display()
             )));
         }
+        refuse_to_create_over_database_files(fs.as_ref(), dir)?;
         versions.create_new_db()?;
     }
     let recovered = versions.recover()?;
@@ -86,6 +127,14 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
             }
             Some(FileType::Table(n) | FileType::Manifest(n) | FileType::Blob(n)) => {
                 versions.mark_file_number_used(n)
+            }
+            // A crash between writing a temporary file and renaming it leaves it behind; no
+            // thread of this process writes one yet, and none is ever read.
+            Some(FileType::Temp) => {
+                let path = dir.join(name);
+                if let Err(e) = fs.remove(&path) {
+                    tracing::warn!(file = %path.display(), %e, "cannot delete leftover temporary file");
+                }
             }
             _ => {}
         }

@@ -54,6 +54,8 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     if !fs.exists(dir) {
         return Err(Error::Exists(format!("{} does not exist", dir.display())));
     }
+    // Before the lock, which would create `LOCK` in a directory that is not a database.
+    ensure_database_files(fs.as_ref(), dir)?;
     let _lock = fs.lock(&lock_file_name(dir))?;
     let icmp = InternalKeyComparator::new(options.comparator.clone());
     let table_options = TableOptions::from_options(options);
@@ -80,9 +82,28 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     tables.sort_unstable();
     wals.sort_unstable();
 
+    // A `.log` with a number for a name need not be shale's; one that is not is moved aside
+    // with the damaged files rather than read as a log torn at its first byte and deleted.
+    let mut foreign_logs = Vec::new();
+    wals.retain(|&n| {
+        let path = wal_file_name(dir, n);
+        let foreign = matches!(log_header_kind(fs.as_ref(), &path), LogHeader::Foreign);
+        if foreign {
+            foreign_logs.push(path);
+        }
+        !foreign
+    });
+
     let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
     let mut damaged: Vec<PathBuf> = Vec::new();
     let mut last_sequence = 0u64;
+    for path in foreign_logs {
+        report.problems.push(format!(
+            "{}: not a shale log (no shaleLOG header), moved aside unread",
+            path.display()
+        ));
+        damaged.push(path);
+    }
 
     for &n in &wals {
         report.wals_scanned += 1;
@@ -149,6 +170,14 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             .and_then(|file| TableReader::open(table_options.clone(), file, path.clone(), n, None));
         let table = match opened {
             Ok(t) => Arc::new(t),
+            // A table written with another comparator is not damaged: salvaging under the wrong
+            // order would move every table aside. Nothing has been changed yet.
+            Err(Error::InvalidArgument(message)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{message}; repair must be run with the comparator the database was \
+                     written with (nothing was changed)"
+                )));
+            }
             Err(e) => {
                 report.problems.push(format!(
                     "{}: unreadable, all of it lost: {e}",
@@ -249,6 +278,71 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     }
     fs.sync_dir(dir)?;
     Ok(report)
+}
+
+/// Refuses a directory with nothing of a shale database in it: repair would take its numbered
+/// `.log` files for WALs and write a new database over it.
+fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
+    let found = fs
+        .list(dir)?
+        .iter()
+        .any(|name| match parse_file_name(name) {
+            Some(
+                FileType::Current | FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_),
+            ) => true,
+            Some(FileType::Wal(n)) => matches!(
+                log_header_kind(fs, &wal_file_name(dir, n)),
+                LogHeader::Shale
+            ),
+            _ => false,
+        });
+    if found {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{} holds no shale database files (CURRENT, MANIFEST-NNNNNN, tables, blob files or \
+         shale WALs): nothing to repair, and nothing was changed",
+        dir.display()
+    )))
+}
+
+/// What the first bytes of a `NNNNNN.log` file say it is.
+enum LogHeader {
+    /// A shale log's header record (plain or recyclable framing).
+    Shale,
+    /// Empty, or zeros only: a log created but never written, which holds nothing.
+    Blank,
+    /// Anything else: not a shale log, or one whose header is damaged.
+    Foreign,
+}
+
+/// Reads the start of `path` to tell a shale log from another file with a log-like name. An
+/// unreadable file counts as a shale log, so the log reader reports why.
+fn log_header_kind(fs: &dyn crate::env::Fs, path: &Path) -> LogHeader {
+    let mut head = [0u8; crate::wal::RECYCLABLE_HEADER_SIZE + 8];
+    let mut len = 0;
+    let Ok(mut file) = fs.open_sequential(path) else {
+        return LogHeader::Shale;
+    };
+    while len < head.len() {
+        match file.read(&mut head[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(_) => return LogHeader::Shale,
+        }
+    }
+    let head = &head[..len];
+    if head.iter().all(|&b| b == 0) {
+        return LogHeader::Blank;
+    }
+    let magic = crate::wal::LOG_MAGIC.as_slice();
+    let holds_magic = |at: usize| head.get(at..at + magic.len()) == Some(magic);
+    // The header record's payload starts after a plain or a recyclable fragment header.
+    if holds_magic(crate::wal::HEADER_SIZE) || holds_magic(crate::wal::RECYCLABLE_HEADER_SIZE) {
+        LogHeader::Shale
+    } else {
+        LogHeader::Foreign
+    }
 }
 
 /// Where [`write_tables`] puts what it writes.
