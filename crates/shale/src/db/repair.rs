@@ -290,10 +290,9 @@ fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
             Some(
                 FileType::Current | FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_),
             ) => true,
-            Some(FileType::Wal(n)) => matches!(
-                log_header_kind(fs, &wal_file_name(dir, n)),
-                LogHeader::Shale
-            ),
+            Some(FileType::Wal(_)) => {
+                matches!(log_header_kind(fs, &dir.join(name)), LogHeader::Shale)
+            }
             _ => false,
         });
     if found {
