@@ -171,6 +171,14 @@ impl fmt::Debug for WriteBatch {
     }
 }
 
+/// Whether `count` (> 0) sequence numbers from `first` all fit under [`MAX_SEQUENCE`]; an
+/// overflowing range does not (`checked_add` gives `None`, which compares below any `Some`).
+fn sequence_range_fits(first: u64, count: u64) -> bool {
+    first
+        .checked_add(count - 1)
+        .is_some_and(|last| last <= MAX_SEQUENCE)
+}
+
 impl WriteBatch {
     /// An empty batch with sequence number 0.
     pub fn new() -> WriteBatch {
@@ -384,7 +392,7 @@ impl WriteBatch {
         };
         let count = batch.count();
         let sequence = batch.sequence();
-        if count > 0 && sequence.checked_add(u64::from(count) - 1) > Some(MAX_SEQUENCE) {
+        if count > 0 && !sequence_range_fits(sequence, u64::from(count)) {
             return Err(corrupt(format!(
                 "write batch sequence {sequence} with {count} records passes the largest \
                  sequence number {MAX_SEQUENCE}"
@@ -444,7 +452,7 @@ impl WriteBatch {
     ) -> Result<()> {
         let first = self.sequence();
         let count = u64::from(self.count());
-        if count > 0 && first.checked_add(count - 1) > Some(MAX_SEQUENCE) {
+        if count > 0 && !sequence_range_fits(first, count) {
             return Err(Error::InvalidArgument(format!(
                 "write batch sequence {first} with {count} records passes the largest sequence \
                  number {MAX_SEQUENCE}"
@@ -1008,6 +1016,9 @@ mod tests {
         late.put("c", "d");
         late.set_sequence(MAX_SEQUENCE);
         expect_corruption(late.data(), "sequence overflow");
+        // A range that overflows u64 itself (it used to pass: None > Some(_) is false).
+        late.set_sequence(u64::MAX);
+        expect_corruption(late.data(), "sequence wrapping past u64");
         late.set_sequence(MAX_SEQUENCE - 1);
         decode(late.data()).expect("the last two sequence numbers are usable");
     }
@@ -1200,6 +1211,11 @@ mod tests {
         late.put("a", "b");
         late.put("a", "c");
         late.set_sequence(MAX_SEQUENCE);
+        assert!(matches!(
+            late.insert_into(&mem),
+            Err(Error::InvalidArgument(_))
+        ));
+        late.set_sequence(u64::MAX);
         assert!(matches!(
             late.insert_into(&mem),
             Err(Error::InvalidArgument(_))

@@ -104,12 +104,17 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
     }
 }
 
-/// A file number: ASCII digits only (no sign, no spaces), fitting in a u64.
+/// The largest file number shale hands out; a name with a larger one is not shale's. The
+/// bound keeps `next_file_number + 1` from overflowing however the directory was filled (a
+/// file named `18446744073709551615.sst` would otherwise wrap the counter to 0).
+pub const MAX_FILE_NUMBER: u64 = 1 << 62;
+
+/// A file number: ASCII digits only (no sign, no spaces), at most [`MAX_FILE_NUMBER`].
 fn parse_number(digits: &str) -> Option<u64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    digits.parse().ok().filter(|&n| n <= MAX_FILE_NUMBER)
 }
 
 #[cfg(test)]
@@ -146,7 +151,7 @@ mod tests {
     #[test]
     fn format_then_parse_round_trips() {
         let dir = Path::new("/db");
-        for n in [0, 1, 12, 999_999, 1_000_000, u64::MAX] {
+        for n in [0, 1, 12, 999_999, 1_000_000, MAX_FILE_NUMBER] {
             assert_eq!(
                 parse_file_name(&name_of(wal_file_name(dir, n))),
                 Some(FileType::Wal(n))
@@ -206,6 +211,8 @@ mod tests {
             "12",
             "99999999999999999999.sst", // does not fit in a u64
             "18446744073709551616.log", // u64::MAX + 1
+            "18446744073709551615.sst", // u64::MAX: above MAX_FILE_NUMBER
+            "4611686018427387905.log",  // MAX_FILE_NUMBER + 1
             "abc.dbtmp",
             "12.sst.dbtmp",
             "١٢.sst", // non-ASCII digits

@@ -262,6 +262,13 @@ pub fn trailer(ikey: &[u8]) -> u64 {
 
 /// Orders user keys. Implementations must be a total order and stay the same for the life of a
 /// database: its name is recorded in the manifest and checked at open.
+///
+/// Two keys may compare equal only if their bytes are equal: bloom filters (in tables and
+/// memtables) hash a key's bytes, so a comparator that equates different bytes (say, case
+/// insensitively) would have lookups of one spelling miss the other.
+///
+/// The shortening hooks are checked, not trusted: a result outside the range they allow is
+/// ignored and the key kept as it is.
 pub trait Comparator: Send + Sync + 'static {
     /// Recorded in the manifest; opening with a comparator of another name fails. The name
     /// `shale.BytewiseComparator` is reserved: a comparator with that name is taken to be the
@@ -387,15 +394,16 @@ impl InternalKeyComparator {
         let mut shortened = user_start.clone();
         self.user()
             .find_shortest_separator(&mut shortened, user_key(limit));
+        // A user comparator's separator is checked, not trusted: one at or past `limit` would
+        // make an index entry that sends lookups of the next block's keys past it.
         if shortened.len() < user_start.len()
             && self.user().compare(&user_start, &shortened) == Ordering::Less
+            && self.user().compare(&shortened, user_key(limit)) == Ordering::Less
         {
             // A shorter user key that is strictly greater: the largest trailer keeps it
             // at the front of its user key.
             shortened
                 .extend_from_slice(&pack_trailer(MAX_SEQUENCE, ValueKind::FOR_SEEK).to_le_bytes());
-            debug_assert_eq!(self.compare(start, &shortened), Ordering::Less);
-            debug_assert_eq!(self.compare(&shortened, limit), Ordering::Less);
             *start = shortened;
         }
     }
@@ -619,5 +627,29 @@ mod tests {
         c.find_short_successor(&mut succ);
         assert_eq!(user_key(&succ), b"b");
         assert_eq!(c.compare(&orig, &succ), Ordering::Less);
+    }
+
+    /// A user comparator whose separator overshoots `limit` is ignored, not trusted (in a
+    /// release build it used to become an index entry that hid the next block's keys).
+    #[test]
+    fn an_overshooting_user_separator_is_ignored() {
+        struct Overshoot;
+        impl Comparator for Overshoot {
+            fn name(&self) -> &str {
+                "test.Overshoot"
+            }
+            fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+                a.cmp(b)
+            }
+            fn find_shortest_separator(&self, start: &mut Vec<u8>, _limit: &[u8]) {
+                *start = b"z".to_vec();
+            }
+        }
+        let c = InternalKeyComparator::new(Arc::new(Overshoot));
+        let start = make_internal_key(b"apple", 10, ValueKind::Value);
+        let limit = make_internal_key(b"banana", 5, ValueKind::Value);
+        let mut sep = start.clone();
+        c.find_shortest_separator(&mut sep, &limit);
+        assert_eq!(sep, start);
     }
 }

@@ -92,7 +92,8 @@ pub struct Options {
     /// lent to spare memtable memory during writes (beyond one write buffer's worth), and holds
     /// no blocks until it is repaid. Default: 8 MiB.
     pub block_cache_capacity: usize,
-    /// Bloom filter bits per key; 0 turns filters off. Default: 10 (about 1% false positives).
+    /// Bloom filter bits per key, at most 64 (beyond about 20 the false-positive rate no
+    /// longer falls measurably); 0 turns filters off. Default: 10 (about 1% false positives).
     pub bloom_bits_per_key: u32,
     /// Block compression. Default: LZ4.
     pub compression: Compression,
@@ -285,6 +286,11 @@ impl Options {
         {
             return bad("blob_garbage_collection_threshold must be in (0, 1]");
         }
+        // Unbounded, a table's filter would grow past what a block may hold (or abort the
+        // allocation) and every flush would fail.
+        if self.bloom_bits_per_key > 64 {
+            return bad("bloom_bits_per_key must be at most 64 (0 turns filters off)");
+        }
         if !(1..=LZ4_MAX_ACCELERATION).contains(&self.flush_lz4_acceleration) {
             return bad("flush_lz4_acceleration must be between 1 and 65537");
         }
@@ -300,7 +306,9 @@ impl Options {
 /// Options for a read or an iterator.
 #[derive(Clone, Default)]
 pub struct ReadOptions {
-    /// Read as of this snapshot instead of the latest state.
+    /// Read as of this snapshot instead of the latest state. It must come from the same `Db`
+    /// handle ([`crate::Db::snapshot`]); one from another handle, or from an earlier open of
+    /// the same directory, is refused with `InvalidArgument`.
     pub snapshot: Option<Snapshot>,
     /// Skip checksum verification of blocks read from disk. Default: false (verify).
     pub skip_checksums: bool,
@@ -357,5 +365,18 @@ mod tests {
             ..Options::default()
         };
         fastest.validate().expect("LZ4's largest acceleration");
+        for (bits, ok) in [(0, true), (64, true), (65, false), (u32::MAX, false)] {
+            let options = Options {
+                bloom_bits_per_key: bits,
+                ..Options::default()
+            };
+            match options.validate() {
+                Ok(()) => assert!(ok, "{bits} bits per key accepted"),
+                Err(crate::Error::InvalidArgument(m)) => {
+                    assert!(!ok && m.contains("bloom_bits_per_key"), "{bits}: {m}")
+                }
+                Err(e) => panic!("{bits}: {e}"),
+            }
+        }
     }
 }

@@ -66,6 +66,12 @@ impl Snapshot {
     pub fn sequence(&self) -> SequenceNumber {
         self.inner.sequence
     }
+
+    /// True if this snapshot was taken from the database that owns `list`: only that
+    /// database's compactions keep what the snapshot sees.
+    pub(crate) fn belongs_to(&self, list: &Arc<SnapshotList>) -> bool {
+        Arc::ptr_eq(&self.inner.list, list)
+    }
 }
 
 impl fmt::Debug for Snapshot {

@@ -4,6 +4,8 @@
 //! values; damage in a blob file is reported, never returned as data. All on the in-memory
 //! filesystem, with time driven by a `ManualClock`.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -483,6 +485,47 @@ fn synced_writes_sync_their_blob_file_and_survive_reopen() {
     let db = Db::open(dir, options(&fs)).expect("reopen");
     for i in 0..10 {
         assert_eq!(db.get(key(i)).expect("get"), Some(big("s", i)));
+    }
+}
+
+/// A blob file that cannot be opened for a reason other than its absence (EIO here) says
+/// nothing about whether the values are durable: open fails and changes nothing, where it used
+/// to drop the WAL's tail from the first separated value as torn, for good.
+#[test]
+fn an_io_error_reading_blob_values_at_replay_fails_the_open_and_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mem = MemFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, options(&mem)).expect("open");
+    for i in 0..5 {
+        db.put(key(i), big("w", i)).expect("put");
+    }
+    drop(db);
+    let failing = Arc::new(AtomicBool::new(true));
+    let gate = failing.clone();
+    let fs = common::HookedFs::new(mem.clone()).before_open(move |path| {
+        let blob = path.extension().is_some_and(|e| e == "blob");
+        if blob && gate.load(Ordering::SeqCst) {
+            return Err(Error::Io {
+                op: "open",
+                path: path.to_path_buf(),
+                source: std::io::Error::other("injected EIO"),
+            });
+        }
+        Ok(())
+    });
+    let with_fs = |fs: Arc<dyn shale::env::Fs>| Options {
+        fs,
+        ..options(&mem)
+    };
+    match Db::open(dir, with_fs(Arc::new(fs.clone()))) {
+        Err(Error::Io { source, .. }) => assert!(source.to_string().contains("injected")),
+        other => panic!("expected the I/O error, got {:?}", other.map(|_| ())),
+    }
+    failing.store(false, Ordering::SeqCst);
+    let db = Db::open(dir, with_fs(Arc::new(fs))).expect("open once the error is gone");
+    for i in 0..5 {
+        assert_eq!(db.get(key(i)).expect("get"), Some(big("w", i)), "key {i}");
     }
 }
 

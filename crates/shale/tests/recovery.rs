@@ -424,3 +424,48 @@ fn compact_range_deletes_the_wal_files_kept_for_reuse() {
     let db = Db::open(dir, small_options(&fs)).expect("reopen");
     check_all(&db, 2000);
 }
+
+/// A snapshot reads only the handle it came from: another database (or a later open of the
+/// same one) never pinned its sequence number, so its compactions could drop what the
+/// snapshot should see. Reads through a foreign snapshot are refused, never answered.
+#[test]
+fn a_snapshot_from_another_handle_is_refused() {
+    use shale::ReadOptions;
+    let fs = MemFs::new();
+    let a = Db::open(Path::new("/a"), small_options(&fs)).expect("open a");
+    let b = Db::open(Path::new("/b"), small_options(&fs)).expect("open b");
+    a.put(b"k", b"a").expect("put");
+    b.put(b"k", b"b").expect("put");
+    let from_a = ReadOptions {
+        snapshot: Some(a.snapshot()),
+        ..ReadOptions::default()
+    };
+    assert_eq!(
+        a.get_opt(b"k", &from_a).expect("own snapshot"),
+        Some(b"a".to_vec())
+    );
+    match b.get_opt(b"k", &from_a) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("/b"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    let mut it = b.iter(from_a.clone());
+    it.seek_to_first();
+    assert!(!it.valid());
+    assert!(matches!(it.status(), Err(Error::InvalidArgument(_))));
+    it.seek(b"k");
+    assert!(!it.valid(), "a seek does not clear the refusal");
+    assert!(it.status().is_err());
+
+    // The same directory, reopened: the old handle's snapshot is foreign to the new one.
+    let old = ReadOptions {
+        snapshot: Some(b.snapshot()),
+        ..ReadOptions::default()
+    };
+    drop(it);
+    drop(b);
+    let b_again = Db::open(Path::new("/b"), small_options(&fs)).expect("reopen b");
+    assert!(matches!(
+        b_again.get_opt(b"k", &old),
+        Err(Error::InvalidArgument(_))
+    ));
+}

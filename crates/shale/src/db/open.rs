@@ -139,7 +139,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
             _ => {}
         }
     }
+    // `12.log` and `000012.log` both parse as WAL 12, which is read from the latter once.
     wals.sort_unstable();
+    wals.dedup();
     let mut edit = VersionEdit::default();
     let mut last_sequence = recovered.last_sequence;
     let mut mem = Arc::new(MemTable::new(icmp.clone()));
@@ -482,6 +484,13 @@ impl Replay<'_> {
             }
             let batch = WriteBatch::from_data(record, &path, offset)?;
             if let Err(e) = self.check_blob_references(&batch) {
+                // Only a missing blob file or blob bytes that fail their checks say the value
+                // never became durable. Any other failure (EIO, EMFILE, a map that failed)
+                // says nothing about the data: stop the open, change nothing, and let the
+                // caller retry, rather than retire the WALs' tails for good.
+                if !(matches!(e, Error::Corruption { .. }) || e.is_not_found()) {
+                    return Err(e);
+                }
                 // The record was written but its blob bytes never became durable: unless the
                 // WAL was synced, the write was not, so it and everything after it are a torn
                 // tail.

@@ -159,6 +159,20 @@ impl DbInner {
         }
     }
 
+    /// Refuses a snapshot taken from another database (or from an earlier open of this one):
+    /// its sequence number means nothing here, and nothing here keeps what it should see.
+    fn check_snapshot(&self, options: &ReadOptions) -> Result<()> {
+        match &options.snapshot {
+            Some(s) if !s.belongs_to(&self.snapshots) => Err(Error::InvalidArgument(format!(
+                "snapshot at sequence {} was not taken from this database ({}): a snapshot \
+                 reads only the database handle it came from",
+                s.sequence(),
+                self.dir.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The context of a read. Call it before loading the view (see [`Self::read_sequence`]).
     fn read_context(&self, options: &ReadOptions) -> ReadContext {
         ReadContext {
@@ -210,6 +224,7 @@ impl DbInner {
                 crate::limits::MAX_KEY_BYTES
             )));
         }
+        self.check_snapshot(options)?;
         let sequence = self.read_sequence(options);
         // Borrowed for the lookup only, without taking a reference count.
         let view = self.view.load();
@@ -304,7 +319,11 @@ impl DbInner {
     pub(crate) fn iter(&self, options: &ReadOptions) -> DbIterator {
         let ctx = self.read_context(options);
         let view = self.current_view();
-        let inner = self.internal_iter(&view, Self::read_flags(options));
+        let inner: Box<dyn InternalIterator> = match self.check_snapshot(options) {
+            Ok(()) => self.internal_iter(&view, Self::read_flags(options)),
+            // Never valid; every positioning call leaves `status` reporting the refusal.
+            Err(e) => Box::new(crate::iter::EmptyIterator::with_error(e)),
+        };
         DbIterator::new(
             inner,
             ctx,

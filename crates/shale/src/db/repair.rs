@@ -192,13 +192,23 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         let mut it = table.iter(flags);
         it.seek_to_first();
         let mut count = 0u64;
+        let mut malformed = 0u64;
         while it.valid() {
-            if let Some(p) = parse_internal_key(it.key()) {
-                mem.add(p.sequence, p.kind, p.user_key, it.value());
-                last_sequence = last_sequence.max(p.sequence);
-                count += 1;
+            match parse_internal_key(it.key()) {
+                Some(p) => {
+                    mem.add(p.sequence, p.kind, p.user_key, it.value());
+                    last_sequence = last_sequence.max(p.sequence);
+                    count += 1;
+                }
+                None => malformed += 1,
             }
             it.next();
+        }
+        if malformed > 0 {
+            report.problems.push(format!(
+                "{}: {malformed} entries with malformed internal keys skipped",
+                path.display()
+            ));
         }
         if let Err(e) = it.status() {
             report.problems.push(format!(

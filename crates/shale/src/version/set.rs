@@ -30,9 +30,9 @@ use crate::env::{read_all, write_file_atomic, Fs};
 use crate::error::{Error, Result};
 use crate::filename::{
     blob_file_name, current_file_name, manifest_file_name, parse_file_name, table_file_name,
-    wal_file_name, FileType, CURRENT_FILE,
+    wal_file_name, FileType, CURRENT_FILE, MAX_FILE_NUMBER,
 };
-use crate::key::InternalKeyComparator;
+use crate::key::{InternalKeyComparator, MAX_SEQUENCE};
 use crate::limits::NUM_LEVELS;
 use crate::wal::{LogKind, LogReader, LogWriter};
 use crate::Options;
@@ -173,6 +173,19 @@ impl VersionSet {
     /// the options is an error naming the file.
     pub fn recover(&mut self) -> Result<RecoveredState> {
         let current_path = current_file_name(&self.dir);
+        // One manifest name: anything much longer is damage, not worth reading or echoing whole.
+        const CURRENT_MAX_BYTES: u64 = 64;
+        let size = self.fs().file_size(&current_path)?;
+        if size > CURRENT_MAX_BYTES {
+            return Err(Error::corruption(
+                &current_path,
+                0,
+                format!(
+                    "is {size} bytes, expected a manifest name and a newline \
+                     (at most {CURRENT_MAX_BYTES} bytes)"
+                ),
+            ));
+        }
         let contents = read_all(self.fs(), &current_path)?;
         let manifest_number = std::str::from_utf8(&contents)
             .ok()
@@ -245,6 +258,34 @@ impl VersionSet {
         let last_sequence = replay
             .last_sequence
             .ok_or_else(|| missing("last sequence"))?;
+        // Counters past what shale ever produces would overflow later arithmetic (a sequence
+        // above MAX_SEQUENCE loses its high bits in an internal key; a file number near u64::MAX
+        // wraps the counter, and the next file created truncates a live one).
+        if last_sequence > MAX_SEQUENCE {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("last sequence {last_sequence} is above the largest, {MAX_SEQUENCE}"),
+            ));
+        }
+        let highest_file = replay
+            .files
+            .keys()
+            .copied()
+            .chain(replay.blob_files.keys().copied())
+            .chain([next_file_number, log_number])
+            .max()
+            .unwrap_or(0);
+        if highest_file > MAX_FILE_NUMBER {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!(
+                    "file number {highest_file} (a file, the log number or the next file \
+                     number) is above the largest, {MAX_FILE_NUMBER}"
+                ),
+            ));
+        }
 
         let mut levels: [Vec<Arc<FileMetaData>>; NUM_LEVELS] = Default::default();
         for (level, f) in replay.files.into_values() {
@@ -1094,6 +1135,27 @@ mod tests {
         let path = write_manifest(&fs, 3, &[overlap.encode()]);
         expect_corruption(&fs, &path, "overlap");
 
+        // Counters beyond what shale produces (later arithmetic would overflow on them).
+        let fs = MemFs::new();
+        let mut late = base_edit();
+        late.last_sequence = Some(crate::key::MAX_SEQUENCE + 1);
+        let path = write_manifest(&fs, 3, &[late.encode()]);
+        expect_corruption(&fs, &path, "last sequence");
+        for huge in [u64::MAX, MAX_FILE_NUMBER + 1] {
+            let fs = MemFs::new();
+            let mut next = base_edit();
+            next.next_file_number = Some(huge);
+            let path = write_manifest(&fs, 3, &[next.encode()]);
+            expect_corruption(&fs, &path, "above the largest");
+            let fs = MemFs::new();
+            let mut table = base_edit();
+            let mut f = meta(4, "a", "m", 1);
+            f.number = huge;
+            table.add_file(1, f);
+            let path = write_manifest(&fs, 3, &[table.encode()]);
+            expect_corruption(&fs, &path, "above the largest");
+        }
+
         // CURRENT naming something else, or a manifest that is not there.
         let fs = MemFs::new();
         fs.create_dir_all(&dir()).expect("mkdir");
@@ -1101,6 +1163,8 @@ mod tests {
         expect_corruption(&fs, &dir().join("CURRENT"), "expected a manifest name");
         write_file_atomic(&fs, &dir(), "CURRENT", b"MANIFEST-000009\n").expect("write");
         expect_corruption(&fs, &dir().join("CURRENT"), "does not exist");
+        write_file_atomic(&fs, &dir(), "CURRENT", &[b'M'; 1 << 20]).expect("write");
+        expect_corruption(&fs, &dir().join("CURRENT"), "expected a manifest name");
     }
 
     #[test]

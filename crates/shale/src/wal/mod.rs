@@ -364,6 +364,36 @@ mod tests {
         }
     }
 
+    /// Damage to the LAST fragment of a record that began in an earlier block, followed by
+    /// intact records in the same block: the search for intact data must start at the damaged
+    /// fragment, not at the record's start (a block before), or the intact records after it
+    /// are dropped as a torn tail.
+    #[test]
+    fn damage_to_a_continuation_before_intact_records_in_its_block_is_corruption() {
+        let fs = MemFs::new();
+        let path = PathBuf::from("/log");
+        let mut records = vec![vec![7u8; BLOCK_SIZE + 100]];
+        records.extend((0..5).map(|i| vec![i as u8; 50]));
+        write_records(&fs, &path, &records);
+        let (got, torn) = read_all(&fs, &path);
+        assert_eq!(got.expect("intact log"), records);
+        assert!(torn.is_none());
+        let mut data = fs.contents(&path).expect("contents");
+        // The LAST fragment's payload, just past its header at the second block's start.
+        data[BLOCK_SIZE + RECYCLABLE_HEADER_SIZE + 20] ^= 0x01;
+        fs.set_contents(&path, data);
+        let (got, _) = read_all(&fs, &path);
+        match got {
+            Err(Error::Corruption { message, .. }) => {
+                assert!(
+                    message.contains("followed by an intact record"),
+                    "{message}"
+                )
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+
     #[test]
     fn header_checks_kind_and_number() {
         let fs = MemFs::new();
@@ -459,9 +489,23 @@ mod tests {
         let new = many_records(9, 400); // about 4 blocks
         write_reused(&fs, &path, 11, &new, false);
         let pristine = fs.contents(&path).expect("contents");
-        // Damage in the new log's last block, followed only by the earlier log: a torn tail.
+        // Damage in the new log's last record, followed only by the earlier log: a torn tail.
+        let last = {
+            let file = fs.open_sequential(&path).expect("open");
+            let mut r = LogReader::new(file, path.clone(), LogKind::Wal, Some(11));
+            let mut at = 0;
+            while r.read_record().expect("read").is_some() {
+                at = r.last_record_offset() as usize;
+            }
+            at
+        };
+        let last_len = new.last().map_or(0, Vec::len) + RECYCLABLE_HEADER_SIZE;
+        assert!(
+            last % BLOCK_SIZE + last_len <= BLOCK_SIZE,
+            "the last record is one fragment"
+        );
         let mut data = pristine.clone();
-        data[3 * BLOCK_SIZE + 40] ^= 1;
+        data[last + RECYCLABLE_HEADER_SIZE + 40] ^= 1;
         fs.set_contents(&path, data);
         let (got, torn) = read_log(&fs, &path, 11);
         let got = got.expect("a torn tail, not corruption");

@@ -179,7 +179,7 @@ impl LogReader {
                 }
                 Fragment::Bad(offset, reason) => {
                     let start = assembling.map(|(s, _)| s).unwrap_or(offset);
-                    return self.bad_fragment(start, reason);
+                    return self.bad_fragment(start, offset, reason);
                 }
                 Fragment::Data(kind, offset, payload) => match (kind, assembling.take()) {
                     (FragmentType::Full, None) => {
@@ -220,8 +220,15 @@ impl LogReader {
 
     /// A damaged fragment is a torn tail only if no intact fragment follows it: none later in
     /// its block (a torn write is the last thing in the file) and none starting a later block.
-    fn bad_fragment(&mut self, offset: u64, reason: String) -> Result<Option<Vec<u8>>> {
-        if let Some(intact) = self.intact_fragment_later_in_block(offset) {
+    /// `offset` is where the loss starts (the record being assembled, which may have begun in
+    /// an earlier block), `fragment` the damaged fragment itself, where the search starts.
+    fn bad_fragment(
+        &mut self,
+        offset: u64,
+        fragment: u64,
+        reason: String,
+    ) -> Result<Option<Vec<u8>>> {
+        if let Some(intact) = self.intact_fragment_later_in_block(fragment) {
             return Err(Error::corruption(
                 &self.path,
                 offset,

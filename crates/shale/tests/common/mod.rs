@@ -12,8 +12,10 @@ use shale::env::{FileLock, Fs, MemFs, RandomAccessFile, SequentialFile, Writable
 type CreateHook = dyn Fn(&Path, Box<dyn WritableFile>) -> Box<dyn WritableFile> + Send + Sync;
 /// Runs before each [`Fs::remove`].
 type RemoveHook = dyn Fn(&Path) + Send + Sync;
+/// Runs before each [`Fs::open_random`] and [`Fs::open_sequential`]; an error fails the open.
+type OpenHook = dyn Fn(&Path) -> shale::Result<()> + Send + Sync;
 
-/// A [`MemFs`] with hooks on `create` and `remove`, for tests where one call must behave
+/// A [`MemFs`] with hooks on `create`, `remove` and the opens, for tests where one call must behave
 /// differently (a file changed behind the engine's back, a removal held at a gate); every other
 /// call goes to the [`MemFs`] as it is.
 #[derive(Clone)]
@@ -21,6 +23,7 @@ pub struct HookedFs {
     mem: MemFs,
     create_hook: Option<Arc<CreateHook>>,
     remove_hook: Option<Arc<RemoveHook>>,
+    open_hook: Option<Arc<OpenHook>>,
 }
 
 impl HookedFs {
@@ -30,6 +33,7 @@ impl HookedFs {
             mem,
             create_hook: None,
             remove_hook: None,
+            open_hook: None,
         }
     }
 
@@ -46,6 +50,22 @@ impl HookedFs {
     pub fn before_remove(mut self, hook: impl Fn(&Path) + Send + Sync + 'static) -> HookedFs {
         self.remove_hook = Some(Arc::new(hook));
         self
+    }
+
+    /// Calls `hook` with the path before each open for reading; its error fails the open.
+    pub fn before_open(
+        mut self,
+        hook: impl Fn(&Path) -> shale::Result<()> + Send + Sync + 'static,
+    ) -> HookedFs {
+        self.open_hook = Some(Arc::new(hook));
+        self
+    }
+
+    fn check_open(&self, path: &Path) -> shale::Result<()> {
+        match &self.open_hook {
+            Some(hook) => hook(path),
+            None => Ok(()),
+        }
     }
 }
 
@@ -64,9 +84,11 @@ impl Fs for HookedFs {
         self.mem.reuse_log(old, path)
     }
     fn open_random(&self, path: &Path) -> shale::Result<Arc<dyn RandomAccessFile>> {
+        self.check_open(path)?;
         self.mem.open_random(path)
     }
     fn open_sequential(&self, path: &Path) -> shale::Result<Box<dyn SequentialFile>> {
+        self.check_open(path)?;
         self.mem.open_sequential(path)
     }
     fn exists(&self, path: &Path) -> bool {
