@@ -129,11 +129,13 @@ fn range_options(
 type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> CliResult<bool> + 'a;
 
 /// Calls `visit` for each record of `db` within `options`, in order (or reversed), until it
-/// returns false; then reports any read error.
+/// returns false; then reports any read error. Without `values`, `visit` gets an empty value
+/// and no value is read (a separated one would cost a blob file read).
 fn walk(
     db: &Db,
     options: Option<ReadOptions>,
     reverse: bool,
+    values: bool,
     visit: &mut Visitor<'_>,
 ) -> CliResult {
     let Some(options) = options else {
@@ -147,7 +149,8 @@ fn walk(
     }
     while it.valid() {
         // A value that cannot be read from its blob file fails the command, never prints empty.
-        if !visit(it.key(), it.try_value()?)? {
+        let value = if values { it.try_value()? } else { &[] };
+        if !visit(it.key(), value)? {
             return Ok(());
         }
         if reverse {
@@ -187,12 +190,18 @@ pub fn scan(ctx: &Context, db_path: &Path, args: &ScanArgs) -> CliResult {
     if args.limit == Some(0) {
         return Ok(());
     }
-    walk(&db, options, args.reverse, &mut |key, value| {
-        let value = (!args.keys_only).then_some(value);
-        write_record(&mut out, args.format, ctx.encoding, key, value)?;
-        printed += 1;
-        Ok(args.limit.is_none_or(|limit| printed < limit))
-    })?;
+    walk(
+        &db,
+        options,
+        args.reverse,
+        !args.keys_only,
+        &mut |key, value| {
+            let value = (!args.keys_only).then_some(value);
+            write_record(&mut out, args.format, ctx.encoding, key, value)?;
+            printed += 1;
+            Ok(args.limit.is_none_or(|limit| printed < limit))
+        },
+    )?;
     out.flush()?;
     Ok(())
 }
@@ -208,7 +217,7 @@ pub fn count(
     let options = range_options(ctx, from, to, prefix)?;
     let db = ctx.open_read_only(db_path)?;
     let mut n = 0u64;
-    walk(&db, options, false, &mut |_, _| {
+    walk(&db, options, false, false, &mut |_, _| {
         n += 1;
         Ok(true)
     })?;
@@ -226,7 +235,7 @@ pub fn dump(ctx: &Context, db_path: &Path, format: Format) -> CliResult {
         dont_fill_cache: true,
         ..ReadOptions::default()
     });
-    walk(&db, options, false, &mut |key, value| {
+    walk(&db, options, false, true, &mut |key, value| {
         write_record(&mut out, format, ctx.encoding, key, Some(value))?;
         Ok(true)
     })?;

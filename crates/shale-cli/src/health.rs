@@ -29,6 +29,7 @@ use shale::sstable::ReadFlags;
 use shale::version::VersionEdit;
 use shale::wal::{LogKind, LogReader};
 
+use crate::encoding::Encoding;
 use crate::failure::{CliResult, Exit, Failure};
 use crate::inspect::{open_table, resolve_manifest, show_internal_key, ManifestState};
 use crate::Context;
@@ -51,13 +52,18 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
             l.level, l.files, l.bytes, l.score
         )?;
     }
-    let rows: [(&str, String); 23] = [
+    let rows: [(&str, String); 31] = [
         ("last_sequence", s.last_sequence.to_string()),
         ("user_writes", s.user_writes.to_string()),
         ("user_bytes_written", s.user_bytes_written.to_string()),
         ("wal_bytes", s.wal_bytes.to_string()),
         ("wal_syncs", s.wal_syncs.to_string()),
         ("wal_files_reused", s.wal_files_reused.to_string()),
+        ("blob_files", s.blob_files.to_string()),
+        ("blob_total_bytes", s.blob_total_bytes.to_string()),
+        ("blob_garbage_bytes", s.blob_garbage_bytes.to_string()),
+        ("blob_bytes_written", s.blob_bytes_written.to_string()),
+        ("blob_bytes_relocated", s.blob_bytes_relocated.to_string()),
         ("flushes", s.flushes.to_string()),
         ("flush_bytes", s.flush_bytes.to_string()),
         ("compactions", s.compactions.to_string()),
@@ -71,9 +77,15 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
         ("stalls", s.stalls.to_string()),
         ("stall_micros", s.stall_micros.to_string()),
         ("expired_dropped", s.expired_dropped.to_string()),
+        (
+            "expired_bytes_reclaimed",
+            s.expired_bytes_reclaimed.to_string(),
+        ),
         ("filtered_dropped", s.filtered_dropped.to_string()),
         ("memtable_bytes", s.memtable_bytes.to_string()),
+        ("memtable_spare_bytes", s.memtable_spare_bytes.to_string()),
         ("block_cache_usage", s.block_cache_usage.to_string()),
+        ("block_cache_lent", s.block_cache_lent.to_string()),
         ("block_cache_capacity", s.block_cache_capacity.to_string()),
         ("block_cache_hits", s.block_cache_hits.to_string()),
         ("block_cache_misses", s.block_cache_misses.to_string()),
@@ -335,7 +347,7 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
     // Every live table: present, the size and key range the manifest records, every block, and
     // every blob record it references.
     let mut table_entries = 0u64;
-    let mut blobs = BlobChecker::new(db_path);
+    let mut blobs = BlobChecker::new(db_path, enc);
     for (level, files) in levels.iter().enumerate() {
         for f in files {
             let path = table_file_name(db_path, f.number);
@@ -349,7 +361,15 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
                 )?;
                 continue;
             }
-            let size = fs.file_size(&path)?;
+            // A writer beside the check may delete the table between the two calls: that
+            // reads as missing, like the check above, rather than ending the whole check.
+            let size = match fs.file_size(&path) {
+                Ok(size) => size,
+                Err(e) => {
+                    found.error(&mut out, &e)?;
+                    continue;
+                }
+            };
             if size != f.file_size {
                 found.problem(
                     &mut out,
@@ -445,12 +465,16 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
             |version: Option<u32>| newer.is_empty() || (version != Some(1) && !synced_later);
         let mut sealed = false;
         let path = wal_file_name(db_path, n);
-        let mut reader = LogReader::new(
-            fs.open_sequential(&path)?,
-            path.clone(),
-            LogKind::Wal,
-            Some(n),
-        );
+        let file = match fs.open_sequential(&path) {
+            Ok(file) => file,
+            // Retired by a writer since the directory was listed: nothing left to check.
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => {
+                found.error(&mut out, &e)?;
+                continue;
+            }
+        };
+        let mut reader = LogReader::new(file, path.clone(), LogKind::Wal, Some(n));
         let mut records = 0u64;
         let mut ok = true;
         loop {
@@ -598,15 +622,18 @@ pub fn check(ctx: &Context, db_path: &Path) -> CliResult {
 /// names, counting references and bytes per blob file.
 struct BlobChecker {
     dir: PathBuf,
+    /// How keys are shown, as everywhere else in the output (`--hex`, `--base64`).
+    encoding: Encoding,
     files: HashMap<u64, Option<Arc<dyn RandomAccessFile>>>,
     /// Per blob file: references followed and their record bytes.
     seen: BTreeMap<u64, (u64, u64)>,
 }
 
 impl BlobChecker {
-    fn new(dir: &Path) -> BlobChecker {
+    fn new(dir: &Path, encoding: Encoding) -> BlobChecker {
         BlobChecker {
             dir: dir.to_path_buf(),
+            encoding,
             files: HashMap::new(),
             seen: BTreeMap::new(),
         }
@@ -628,8 +655,8 @@ impl BlobChecker {
         };
         let Some(r) = BlobRef::decode(reference) else {
             return Err(format!(
-                "malformed blob reference {reference:02x?} for key {:?}",
-                String::from_utf8_lossy(user_key)
+                "malformed blob reference {reference:02x?} for key {}",
+                self.encoding.encode(user_key)
             ));
         };
         let path = blob_file_name(&self.dir, r.file_number);
@@ -660,11 +687,11 @@ impl BlobChecker {
             Ok((key, _)) if key == user_key => {}
             Ok((key, _)) => {
                 return Err(format!(
-                    "{}: at offset {}: the record holds key {:?}, the reference belongs to {:?}",
+                    "{}: at offset {}: the record holds key {}, the reference belongs to {}",
                     path.display(),
                     r.offset,
-                    String::from_utf8_lossy(key),
-                    String::from_utf8_lossy(user_key)
+                    self.encoding.encode(key),
+                    self.encoding.encode(user_key)
                 ))
             }
             Err(m) => return Err(format!("{}: at offset {}: {m}", path.display(), r.offset)),

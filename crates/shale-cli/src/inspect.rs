@@ -228,10 +228,27 @@ pub fn sst_dump(ctx: &Context, path: &Path, verify: bool, entries: bool) -> CliR
 }
 
 /// `wal-dump FILE`.
+/// Refuses a file that does not start like a shale log: the log reader would take it for a
+/// log torn at its first byte, and the dump would report an empty log with success.
+fn ensure_log_file(fs: &PosixFs, path: &Path) -> CliResult {
+    match shale::wal::sniff_header(fs, path)? {
+        shale::wal::HeaderSniff::Log | shale::wal::HeaderSniff::Blank => Ok(()),
+        shale::wal::HeaderSniff::Foreign => Err(Failure::new(
+            Exit::Corruption,
+            format!(
+                "{}: not a shale log file (no \"shaleLOG\" header record at its start), or \
+                 one whose first bytes are damaged",
+                path.display()
+            ),
+        )),
+    }
+}
+
 pub fn wal_dump(ctx: &Context, path: &Path) -> CliResult {
     let enc = ctx.encoding;
     let fs = PosixFs::new();
     let size = fs.file_size(path)?;
+    ensure_log_file(&fs, path)?;
     let number = number_from_name(path, |t| match t {
         FileType::Wal(n) => Some(n),
         _ => None,
@@ -374,6 +391,12 @@ pub fn resolve_manifest(fs: &dyn Fs, path: &Path) -> CliResult<(PathBuf, u64)> {
         }
         return Ok((manifest, number));
     }
+    if !path.exists() {
+        return Err(Failure::new(
+            Exit::Other,
+            format!("{} does not exist", path.display()),
+        ));
+    }
     let number = number_from_name(path, |t| match t {
         FileType::Manifest(n) => Some(n),
         _ => None,
@@ -482,6 +505,7 @@ pub fn manifest_dump(ctx: &Context, path: &Path) -> CliResult {
     let enc = ctx.encoding;
     let fs = PosixFs::new();
     let (manifest, number) = resolve_manifest(&fs, path)?;
+    ensure_log_file(&fs, &manifest)?;
     let mut out = stdout();
     writeln!(
         out,

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 
 use encoding::Encoding;
-use failure::{CliResult, Failure};
+use failure::{CliResult, Exit, Failure};
 use records::Format;
 
 /// The encoding and exit-code notes, shown after the top-level help.
@@ -43,7 +43,8 @@ Exit codes:
   1  not found (get of a missing key)
   2  usage: bad arguments, a bad escape or encoding, malformed load input
   3  corruption: damaged data, or check found a problem
-  4  I/O error
+  4  I/O error, or the output closed before a dump or a check was complete (other commands
+     stop quietly with 0 when their reader goes away, as `shale scan db | head` expects)
   5  anything else, e.g. the database is in use by another process or does not exist"
     };
 }
@@ -192,7 +193,9 @@ enum Command {
         #[arg(long)]
         no_progress: bool,
     },
-    /// Write every record to stdout in a format `load` reads back exactly.
+    /// Write every live record to stdout in a format `load` reads back exactly. Keys and values
+    /// only: a record's expiry (TTL) is not in the dump, so loaded records do not expire, and
+    /// expired records are left out.
     #[command(after_help = "Example:\n  shale dump ./db > backup.tsv\n  \
                             shale dump --base64 --format jsonl ./db > backup.jsonl")]
     Dump {
@@ -355,6 +358,20 @@ fn merge_operator(name: &str) -> CliResult<Arc<dyn shale::MergeOperator>> {
     })
 }
 
+/// A reader that goes away ends most commands quietly, as `head` expects. Not these two: a
+/// dump cut short is not a backup, and a check cut short has no verdict, so success would
+/// mislead a pipeline (`shale dump db | gzip > backup`, `shale check db | head`).
+fn cut_short(failure: Failure, command: &str) -> Failure {
+    if failure.output_closed {
+        Failure::new(
+            Exit::Io,
+            format!("output closed before the {command} was complete"),
+        )
+    } else {
+        failure
+    }
+}
+
 fn run(cli: Cli) -> CliResult {
     let ctx = Context {
         encoding: Encoding::from_flags(cli.global.hex, cli.global.base64),
@@ -396,7 +413,9 @@ fn run(cli: Cli) -> CliResult {
             batch_size,
             no_progress,
         } => data::load(&ctx, &db, format, batch_size, no_progress),
-        Command::Dump { db, format } => data::dump(&ctx, &db, format),
+        Command::Dump { db, format } => {
+            data::dump(&ctx, &db, format).map_err(|f| cut_short(f, "dump"))
+        }
         Command::SstDump {
             file,
             verify,
@@ -405,7 +424,7 @@ fn run(cli: Cli) -> CliResult {
         Command::WalDump { file } => inspect::wal_dump(&ctx, &file),
         Command::ManifestDump { path } => inspect::manifest_dump(&ctx, &path),
         Command::Stats { db } => health::stats(&ctx, &db),
-        Command::Check { db } => health::check(&ctx, &db),
+        Command::Check { db } => health::check(&ctx, &db).map_err(|f| cut_short(f, "check")),
         Command::Compact { db, from, to } => health::compact(&ctx, &db, from, to),
         Command::Repair { db } => health::repair(&ctx, &db),
         Command::Checkpoint { db, dest } => health::checkpoint(&ctx, &db, &dest),

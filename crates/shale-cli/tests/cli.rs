@@ -501,6 +501,51 @@ fn inspect_commands_decode_files_and_report_damage() {
     ]);
     assert_eq!(code(&out), EXIT_CORRUPTION);
     assert!(stderr(&out).contains("offset"), "{}", stderr(&out));
+
+    // A file named like a log that is not one is refused, not dumped as an empty torn log.
+    let foreign = tmp.path().join("20240601.log");
+    std::fs::write(&foreign, b"GET / HTTP/1.1 200 a web server's log line\n").expect("write");
+    let out = run(&[OsStr::new("wal-dump"), foreign.as_os_str()]);
+    assert_eq!(code(&out), EXIT_CORRUPTION, "{}", stdout(&out));
+    assert!(stderr(&out).contains("not a shale log"), "{}", stderr(&out));
+    let fake_manifest = tmp.path().join("MANIFEST-000009");
+    std::fs::write(&fake_manifest, b"not a manifest at all, just text").expect("write");
+    let out = run(&[OsStr::new("manifest-dump"), fake_manifest.as_os_str()]);
+    assert_eq!(code(&out), EXIT_CORRUPTION, "{}", stdout(&out));
+    let missing = tmp.path().join("MANIFEST-000010");
+    let out = run(&[OsStr::new("manifest-dump"), missing.as_os_str()]);
+    assert_eq!(code(&out), EXIT_OTHER, "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+}
+
+/// A reader that goes away early: `scan` stops quietly (as `head` expects), but a `dump` cut
+/// short is no backup and a `check` cut short has no verdict, so neither reports success.
+#[test]
+fn a_closed_output_fails_dump_and_check_but_not_scan() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("db");
+    let records: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000)
+        .map(|i| (format!("key{i:06}").into_bytes(), vec![b'v'; 64]))
+        .collect();
+    load(&db, &records);
+    let closed_early = |args: &[&OsStr]| -> i32 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn shale");
+        // Read one chunk, then close the pipe: the tool's next writes fail with EPIPE.
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut first = [0u8; 16];
+        std::io::Read::read(&mut stdout, &mut first).expect("first bytes");
+        drop(stdout);
+        child.wait().expect("wait").code().expect("exit code")
+    };
+    let dir = db.as_os_str();
+    assert_eq!(closed_early(&[OsStr::new("scan"), dir]), 0);
+    assert_eq!(closed_early(&[OsStr::new("dump"), dir]), 4);
 }
 
 #[test]
@@ -726,6 +771,22 @@ fn stats_and_compact_report_levels() {
     assert!(out.contains("Level  Files"), "{out}");
     assert!(out.contains("level 0: 1 files"), "{out}");
     assert!(out.contains("last_sequence: 400"), "{out}");
+    // Every field of Db::stats() is printed, as the README promises (the field names come
+    // from the struct's Debug output, so a new field fails this test until it is printed).
+    let debug = format!("{:?}", shale::DbStats::default());
+    let fields: Vec<&str> = debug
+        .split(['{', ',', '}'])
+        .filter_map(|part| part.split(':').next())
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && *name != "DbStats" && *name != "levels")
+        .collect();
+    assert!(fields.len() > 25, "{fields:?}");
+    for name in fields {
+        assert!(
+            out.contains(&format!("\n{name}: ")),
+            "stats lacks {name}: {out}"
+        );
+    }
     let out = stdout(&run(&[OsStr::new("compact"), db.as_os_str()]));
     assert!(out.contains("before: L0: 2 files"), "{out}");
     assert!(!out.contains("after:  L0"), "{out}");

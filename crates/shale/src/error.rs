@@ -107,7 +107,7 @@ impl Error {
     }
 
     /// True for [`Error::Io`] whose cause is a missing file.
-    pub(crate) fn is_not_found(&self) -> bool {
+    pub fn is_not_found(&self) -> bool {
         match self {
             Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
             _ => false,

@@ -26,7 +26,7 @@ use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sstable::{ReadFlags, TableBuilder, TableOptions, TableReader};
 use crate::version::{VersionEdit, VersionSet};
-use crate::wal::{LogKind, LogReader};
+use crate::wal::{HeaderSniff, LogKind, LogReader};
 
 /// What [`crate::Db::repair`] found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let mut foreign_logs = Vec::new();
     wals.retain(|&n| {
         let path = wal_file_name(dir, n);
-        let foreign = matches!(log_header_kind(fs.as_ref(), &path), LogHeader::Foreign);
+        let foreign = matches!(log_header_kind(fs.as_ref(), &path), HeaderSniff::Foreign);
         if foreign {
             foreign_logs.push(path);
         }
@@ -301,7 +301,7 @@ fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
                 FileType::Current | FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_),
             ) => true,
             Some(FileType::Wal(_)) => {
-                matches!(log_header_kind(fs, &dir.join(name)), LogHeader::Shale)
+                matches!(log_header_kind(fs, &dir.join(name)), HeaderSniff::Log)
             }
             _ => false,
         });
@@ -315,43 +315,10 @@ fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
     )))
 }
 
-/// What the first bytes of a `NNNNNN.log` file say it is.
-enum LogHeader {
-    /// A shale log's header record (plain or recyclable framing).
-    Shale,
-    /// Empty, or zeros only: a log created but never written, which holds nothing.
-    Blank,
-    /// Anything else: not a shale log, or one whose header is damaged.
-    Foreign,
-}
-
-/// Reads the start of `path` to tell a shale log from another file with a log-like name. An
-/// unreadable file counts as a shale log, so the log reader reports why.
-fn log_header_kind(fs: &dyn crate::env::Fs, path: &Path) -> LogHeader {
-    let mut head = [0u8; crate::wal::RECYCLABLE_HEADER_SIZE + 8];
-    let mut len = 0;
-    let Ok(mut file) = fs.open_sequential(path) else {
-        return LogHeader::Shale;
-    };
-    while len < head.len() {
-        match file.read(&mut head[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(_) => return LogHeader::Shale,
-        }
-    }
-    let head = &head[..len];
-    if head.iter().all(|&b| b == 0) {
-        return LogHeader::Blank;
-    }
-    let magic = crate::wal::LOG_MAGIC.as_slice();
-    let holds_magic = |at: usize| head.get(at..at + magic.len()) == Some(magic);
-    // The header record's payload starts after a plain or a recyclable fragment header.
-    if holds_magic(crate::wal::HEADER_SIZE) || holds_magic(crate::wal::RECYCLABLE_HEADER_SIZE) {
-        LogHeader::Shale
-    } else {
-        LogHeader::Foreign
-    }
+/// What a numbered `.log` file is. An unreadable one counts as a log, so the log reader, which
+/// opens it next, reports why.
+fn log_header_kind(fs: &dyn crate::env::Fs, path: &Path) -> HeaderSniff {
+    crate::wal::sniff_header(fs, path).unwrap_or(HeaderSniff::Log)
 }
 
 /// Where [`write_tables`] puts what it writes.

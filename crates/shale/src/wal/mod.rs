@@ -125,6 +125,45 @@ fn recyclable_fragment_crc(kind: u8, log: u32, payload: &[u8]) -> u32 {
     crate::codec::mask_crc(crate::codec::crc32c_parts(&[&prefix, payload]))
 }
 
+/// What the first bytes of a file say about it, before any record is read: [`LogReader`]
+/// reads a file whose start is damaged (or that is not a log at all) as a log torn at byte 0,
+/// which tools that decide what to do with a file named like a log must not take for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderSniff {
+    /// The header record's payload begins with [`LOG_MAGIC`] (plain or recyclable framing).
+    Log,
+    /// Empty, or zeros only: a log created but never written, holding nothing.
+    Blank,
+    /// Anything else: not a shale log, or one whose first bytes are damaged.
+    Foreign,
+}
+
+/// Reads the first bytes of `path` and says whether it starts like a shale log.
+pub fn sniff_header(fs: &dyn crate::env::Fs, path: &std::path::Path) -> crate::Result<HeaderSniff> {
+    let mut head = [0u8; RECYCLABLE_HEADER_SIZE + LOG_MAGIC.len()];
+    let mut len = 0;
+    let mut file = fs.open_sequential(path)?;
+    while len < head.len() {
+        match file.read(&mut head[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    let head = &head[..len];
+    if head.iter().all(|&b| b == 0) {
+        return Ok(HeaderSniff::Blank);
+    }
+    // The header record's payload starts after a plain or a recyclable fragment header.
+    let holds_magic = |at: usize| head.get(at..at + LOG_MAGIC.len()) == Some(&LOG_MAGIC[..]);
+    Ok(
+        if holds_magic(HEADER_SIZE) || holds_magic(RECYCLABLE_HEADER_SIZE) {
+            HeaderSniff::Log
+        } else {
+            HeaderSniff::Foreign
+        },
+    )
+}
+
 fn encode_header(kind: LogKind, file_number: u64) -> Vec<u8> {
     let mut h = Vec::with_capacity(21);
     h.extend_from_slice(LOG_MAGIC);
