@@ -13,6 +13,8 @@
  *    NUL-terminated message in *errptr, first freeing any message already there; on success
  *    it leaves *errptr untouched. So: set `char* err = NULL;` before a call and test it after.
  *    Free messages, and every buffer the API returns, with free() or shale_free().
+ *    errptr may be NULL to drop the message, but then a failure shows only in the return
+ *    value, if at all: shale_get, for one, returns NULL both for a missing key and on error.
  *  - NULL handles are checked: reported through errptr where there is one, otherwise the call
  *    does nothing and returns NULL or 0. Dangling or foreign pointers cannot be detected.
  *  - No call lets a panic or a C++ exception escape; internal failures are errors.
@@ -62,13 +64,15 @@ void shale_delete(shale_t* db, const shale_writeoptions_t* options, const char* 
 /* Adds a merge operand; fails unless a merge operator was set in the open options. */
 void shale_merge(shale_t* db, const shale_writeoptions_t* options, const char* key,
                  size_t keylen, const char* val, size_t vallen, char** errptr);
-/* Applies the batch atomically. The batch is unchanged and may be reused. */
+/* Applies the batch atomically. The batch is unchanged and may be reused. Fails, writing
+ * nothing, if an operation could not be added to the batch (see shale_writebatch_put). */
 void shale_write(shale_t* db, const shale_writeoptions_t* options, shale_writebatch_t* batch,
                  char** errptr);
 
 /* Returns the value in a malloc()ed buffer of *vallen bytes (not NUL-terminated; free it), or
  * NULL with *vallen == 0 when the key is absent. On error returns NULL and sets *errptr. An
- * empty value is a non-NULL pointer with *vallen == 0. */
+ * empty value is a non-NULL pointer with *vallen == 0. Pass a non-NULL errptr: without one a
+ * failed read (a damaged file, an I/O error) is indistinguishable from a missing key. */
 char* shale_get(shale_t* db, const shale_readoptions_t* options, const char* key,
                 size_t keylen, size_t* vallen, char** errptr);
 
@@ -101,8 +105,12 @@ void shale_repair_db(const char* path, const shale_options_t* options, char** er
 
 shale_writebatch_t* shale_writebatch_create(void);
 void shale_writebatch_destroy(shale_writebatch_t* batch);
+/* Also forgets an operation that could not be added. */
 void shale_writebatch_clear(shale_writebatch_t* batch);
-/* Keys and values are copied. A NULL pointer with a non-zero length adds nothing. */
+/* Keys and values are copied. An operation with a NULL pointer and a non-zero length is not
+ * added; the batch remembers the first such one, and shale_write of the batch then fails
+ * with a message naming it ("write batch entry N", counting from 0 the operations added since
+ * the batch was created or cleared) until shale_writebatch_clear. */
 void shale_writebatch_put(shale_writebatch_t* batch, const char* key, size_t keylen,
                           const char* val, size_t vallen);
 void shale_writebatch_delete(shale_writebatch_t* batch, const char* key, size_t keylen);
@@ -118,14 +126,18 @@ void shale_iter_destroy(shale_iterator_t* iter);
 unsigned char shale_iter_valid(const shale_iterator_t* iter);
 void shale_iter_seek_to_first(shale_iterator_t* iter);
 void shale_iter_seek_to_last(shale_iterator_t* iter);
-/* First key >= key. */
+/* First key >= key. `key` may be the iterator's own current key. A NULL key with a non-zero
+ * length leaves the iterator invalid, and shale_iter_get_error reports it. */
 void shale_iter_seek(shale_iterator_t* iter, const char* key, size_t keylen);
-/* Last key <= key. */
+/* Last key <= key; `key` as in shale_iter_seek. */
 void shale_iter_seek_for_prev(shale_iterator_t* iter, const char* key, size_t keylen);
 void shale_iter_next(shale_iterator_t* iter);
 void shale_iter_prev(shale_iterator_t* iter);
 /* Pointers owned by the iterator, valid until it moves or is destroyed; NULL (length 0)
- * when the iterator is not valid. Not NUL-terminated. */
+ * when the iterator is not valid. Not NUL-terminated. An empty key or value is a valid
+ * non-NULL pointer (safe to pass to memcpy or memcmp with length 0). shale_iter_value reads a
+ * value kept in a blob file; if that fails it returns NULL (length 0), the iterator turns
+ * invalid and shale_iter_get_error reports the failure. */
 const char* shale_iter_key(const shale_iterator_t* iter, size_t* klen);
 const char* shale_iter_value(const shale_iterator_t* iter, size_t* vlen);
 void shale_iter_get_error(const shale_iterator_t* iter, char** errptr);
@@ -133,7 +145,8 @@ void shale_iter_get_error(const shale_iterator_t* iter, char** errptr);
 /* ---- Options -------------------------------------------------------------------------- */
 
 /* Setters do not fail on the spot: an invalid value (an unknown compression code or merge
- * operator name, a negative count) makes shale_open fail with a message naming it. */
+ * operator name, a negative count) makes shale_open fail with a message naming it, until a
+ * valid value is set for the same option. */
 shale_options_t* shale_options_create(void);
 void shale_options_destroy(shale_options_t* options);
 void shale_options_set_create_if_missing(shale_options_t* options, unsigned char v);
@@ -170,7 +183,9 @@ void shale_readoptions_set_fill_cache(shale_readoptions_t* options, unsigned cha
 /* The read options keep the snapshot pinned themselves; NULL reads the latest state. */
 void shale_readoptions_set_snapshot(shale_readoptions_t* options,
                                     const shale_snapshot_t* snapshot);
-/* Iterator bounds: lower inclusive, upper exclusive; the key is copied; NULL removes it. */
+/* Iterator bounds: lower inclusive, upper exclusive; the key is copied; NULL removes it. A
+ * bound that cannot be read (a length too large) makes reads and iterators with these options
+ * fail, until that bound is set again. */
 void shale_readoptions_set_iterate_lower_bound(shale_readoptions_t* options, const char* key,
                                                size_t keylen);
 void shale_readoptions_set_iterate_upper_bound(shale_readoptions_t* options, const char* key,

@@ -171,6 +171,14 @@ pub(crate) unsafe fn c_path<'a>(ptr: *const c_char) -> Result<&'a Path, String> 
     Ok(Path::new(OsStr::from_bytes(raw)))
 }
 
+/// `message` without the leading `invalid argument: ` that argument errors carry, to put it
+/// inside a longer message that has its own.
+pub(crate) fn argument_detail(message: &str) -> &str {
+    message
+        .strip_prefix("invalid argument: ")
+        .unwrap_or(message)
+}
+
 /// The error for a null handle argument.
 pub(crate) fn null_handle(what: &str) -> String {
     format!("invalid argument: {what} is NULL")

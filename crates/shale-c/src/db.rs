@@ -46,10 +46,7 @@ unsafe fn open_options(options: *const ShaleOptions) -> Result<Options, String> 
     // SAFETY: by the contract a non-null handle is live.
     match unsafe { options.as_ref() } {
         None => Ok(Options::default()),
-        Some(handle) => match &handle.invalid {
-            Some(message) => Err(message.clone()),
-            None => Ok(handle.options.clone()),
-        },
+        Some(handle) => handle.rejected.check().map(|()| handle.options.clone()),
     }
 }
 
@@ -64,10 +61,7 @@ pub(crate) unsafe fn read_options<'a>(
     // SAFETY: by the contract a non-null handle is live for the duration of the call.
     match unsafe { options.as_ref() } {
         None => Ok(None),
-        Some(handle) => match &handle.invalid {
-            Some(message) => Err(message.clone()),
-            None => Ok(Some(&handle.options)),
-        },
+        Some(handle) => handle.rejected.check().map(|()| Some(&handle.options)),
     }
 }
 
@@ -222,7 +216,8 @@ pub unsafe extern "C" fn shale_merge(
 }
 
 /// Applies every operation in `batch` atomically. The batch is left as it was, so it may be
-/// written again or cleared and reused.
+/// written again or cleared and reused. Fails, writing nothing, if an operation could not be
+/// added to the batch (a NULL pointer with a non-zero length); the message names its index.
 ///
 /// # Safety
 /// `db` is null or a live handle; `options` is null or a live write options handle; `batch`
@@ -240,10 +235,10 @@ pub unsafe extern "C" fn shale_write(
         guard(errptr, (), || {
             let db = db_ref(db)?;
             // SAFETY: a non-null batch is a live handle by the contract.
-            let batch: &WriteBatch = &batch
+            let batch: &WriteBatch = batch
                 .as_ref()
                 .ok_or_else(|| null_handle("write batch"))?
-                .batch;
+                .checked()?;
             db.write_opt(batch.clone(), &write_options(options))
                 .map_err(|e| e.to_string())
         })
@@ -252,7 +247,9 @@ pub unsafe extern "C" fn shale_write(
 
 /// The value of `key` in a fresh `malloc`ed buffer of `*vallen` bytes (free it with `free` or
 /// `shale_free`; it is not NUL-terminated), or NULL with `*vallen == 0` if the key is absent or
-/// on error (then `*errptr` is set). `options` may be NULL for the defaults.
+/// on error (then `*errptr` is set). `options` may be NULL for the defaults. With a NULL
+/// `errptr` a failed read looks exactly like a missing key, so callers that need to tell them
+/// apart must pass one.
 ///
 /// # Safety
 /// `db` is null or a live handle; `options` is null or a live read options handle; `key` is

@@ -39,7 +39,7 @@ pub use options::*;
 #[no_mangle]
 pub unsafe extern "C" fn shale_free(ptr: *mut c_void) {
     // SAFETY: by the contract `ptr` is null (a no-op for free) or came from malloc.
-    unsafe { libc::free(ptr) }
+    boundary::guard_quiet((), || unsafe { libc::free(ptr) })
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //!
 //! Setters never fail on the spot, as in LevelDB's C API: a value that cannot be used (an
 //! unknown compression code or merge operator name) is remembered, and [`crate::shale_open`]
-//! reports it. Each handle belongs to one thread at a time; a database does not keep a
-//! reference to the options it was opened with, so they may be destroyed right after.
+//! reports it; a later usable value for the same option forgets it. Each handle belongs to one
+//! thread at a time; a database does not keep a reference to the options it was opened with,
+//! so they may be destroyed right after.
 
 use std::ffi::c_char;
 use std::sync::Arc;
@@ -13,22 +14,52 @@ use shale::{
     UInt64AddOperator, WriteOptions,
 };
 
-use crate::boundary::{c_string, guard_quiet, optional_bytes};
+use crate::boundary::{argument_detail, c_string, guard_quiet, optional_bytes};
 use crate::ShaleSnapshot;
 
 /// The C handle `shale_options_t`.
 pub struct ShaleOptions {
     pub(crate) options: Options,
-    /// The first setter value that could not be applied; `shale_open` fails with it.
-    pub(crate) invalid: Option<String>,
+    /// Setter values that could not be applied; `shale_open` fails with them.
+    pub(crate) rejected: Rejected,
 }
 
 /// The C handle `shale_readoptions_t`.
 #[derive(Default)]
 pub struct ShaleReadOptions {
     pub(crate) options: ReadOptions,
-    /// A bound that could not be read; reads and iterators fail with it.
-    pub(crate) invalid: Option<String>,
+    /// Bounds that could not be read; reads and iterators fail with them.
+    pub(crate) rejected: Rejected,
+}
+
+/// The setter values of one handle that could not be applied, one per option, in the order
+/// they were set. A setter that applies a value of its option drops that option's entry, so a
+/// mistake can be corrected on the same handle.
+#[derive(Debug, Default)]
+pub(crate) struct Rejected {
+    entries: Vec<(&'static str, String)>,
+}
+
+impl Rejected {
+    /// Records that `option` was given a value it cannot take, replacing an earlier record.
+    fn reject(&mut self, option: &'static str, message: String) {
+        self.accept(option);
+        self.entries.push((option, message));
+    }
+
+    /// Forgets an earlier rejected value of `option`: it was just given a usable one.
+    fn accept(&mut self, option: &'static str) {
+        self.entries.retain(|(name, _)| *name != option);
+    }
+
+    /// `Ok` if every option holds a usable value, else an error listing those that do not.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        let messages: Vec<&str> = self.entries.iter().map(|(_, m)| m.as_str()).collect();
+        Err(format!("invalid argument: {}", messages.join("; ")))
+    }
 }
 
 /// The C handle `shale_writeoptions_t`.
@@ -76,7 +107,7 @@ pub extern "C" fn shale_options_create() -> *mut ShaleOptions {
     guard_quiet(std::ptr::null_mut(), || {
         Box::into_raw(Box::new(ShaleOptions {
             options: Options::default(),
-            invalid: None,
+            rejected: Rejected::default(),
         }))
     })
 }
@@ -244,8 +275,12 @@ pub unsafe extern "C" fn shale_options_set_compression(options: *mut ShaleOption
                 SHALE_SNAPPY_COMPRESSION => Compression::Snappy,
                 SHALE_LZ4_COMPRESSION => Compression::Lz4,
                 SHALE_ZSTD_COMPRESSION => Compression::Zstd(3),
-                other => return remember(o, format!("unknown compression code {other}")),
+                other => {
+                    let message = format!("unknown compression code {other}");
+                    return o.rejected.reject("compression", message);
+                }
             };
+            o.rejected.accept("compression");
         })
     }
 }
@@ -278,25 +313,32 @@ pub unsafe extern "C" fn shale_options_set_merge_operator(
     // SAFETY: forwarded from this function's contract.
     unsafe {
         with_options(options, |o| match chosen {
-            None => o.options.merge_operator = None,
-            Some(Ok(operator)) => o.options.merge_operator = Some(operator),
-            Some(Err(message)) => remember(o, message),
+            Some(Err(message)) => o.rejected.reject("merge_operator", message),
+            Some(Ok(operator)) => {
+                o.options.merge_operator = Some(operator);
+                o.rejected.accept("merge_operator");
+            }
+            None => {
+                o.options.merge_operator = None;
+                o.rejected.accept("merge_operator");
+            }
         })
     }
 }
 
-/// Keeps the first setter failure for `shale_open` to report.
-fn remember(options: &mut ShaleOptions, message: String) {
-    if options.invalid.is_none() {
-        options.invalid = Some(format!("invalid argument: {message}"));
-    }
-}
-
-/// `v` as a `T` if it is not negative; otherwise remembers that option `name` must not be.
-fn non_negative<T: TryFrom<i32>>(options: &mut ShaleOptions, name: &str, v: i32) -> Option<T> {
+/// `v` as a `T` if it is not negative (forgetting an earlier rejected value of option
+/// `name`); otherwise records that option `name` must not be.
+fn non_negative<T: TryFrom<i32>>(
+    options: &mut ShaleOptions,
+    name: &'static str,
+    v: i32,
+) -> Option<T> {
     let converted = T::try_from(v).ok();
-    if converted.is_none() {
-        remember(options, format!("{name} must not be negative, got {v}"));
+    match converted {
+        Some(_) => options.rejected.accept(name),
+        None => options
+            .rejected
+            .reject(name, format!("{name} must not be negative, got {v}")),
     }
     converted
 }
@@ -404,8 +446,13 @@ pub unsafe extern "C" fn shale_readoptions_set_iterate_lower_bound(
     // SAFETY: forwarded from this function's contract.
     unsafe {
         with_read_handle(options, |o| match bound {
-            Ok(bound) => o.options.lower_bound = bound.map(<[u8]>::to_vec),
-            Err(message) => o.invalid = Some(message),
+            Ok(bound) => {
+                o.options.lower_bound = bound.map(<[u8]>::to_vec);
+                o.rejected.accept("lower bound");
+            }
+            Err(message) => o
+                .rejected
+                .reject("lower bound", argument_detail(&message).to_string()),
         })
     }
 }
@@ -427,8 +474,13 @@ pub unsafe extern "C" fn shale_readoptions_set_iterate_upper_bound(
     // SAFETY: forwarded from this function's contract.
     unsafe {
         with_read_handle(options, |o| match bound {
-            Ok(bound) => o.options.upper_bound = bound.map(<[u8]>::to_vec),
-            Err(message) => o.invalid = Some(message),
+            Ok(bound) => {
+                o.options.upper_bound = bound.map(<[u8]>::to_vec);
+                o.rejected.accept("upper bound");
+            }
+            Err(message) => o
+                .rejected
+                .reject("upper bound", argument_detail(&message).to_string()),
         })
     }
 }
@@ -450,7 +502,22 @@ pub extern "C" fn shale_writeoptions_create() -> *mut ShaleWriteOptions {
 pub unsafe extern "C" fn shale_writeoptions_destroy(options: *mut ShaleWriteOptions) {
     if !options.is_null() {
         // SAFETY: the handle came from Box::into_raw and is destroyed once by the contract.
-        drop(unsafe { Box::from_raw(options) });
+        let handle = unsafe { Box::from_raw(options) };
+        guard_quiet((), move || drop(handle));
+    }
+}
+
+/// Runs `body` on the write options behind `options` if it is not null.
+///
+/// # Safety
+/// `options` is null or a live handle not used concurrently by another thread.
+unsafe fn with_write_options(
+    options: *mut ShaleWriteOptions,
+    body: impl FnOnce(&mut WriteOptions),
+) {
+    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
+    if let Some(handle) = unsafe { options.as_mut() } {
+        guard_quiet((), || body(&mut handle.options));
     }
 }
 
@@ -460,10 +527,8 @@ pub unsafe extern "C" fn shale_writeoptions_destroy(options: *mut ShaleWriteOpti
 /// `options` is null or a live handle not used concurrently by another thread.
 #[no_mangle]
 pub unsafe extern "C" fn shale_writeoptions_set_sync(options: *mut ShaleWriteOptions, v: u8) {
-    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
-    if let Some(handle) = unsafe { options.as_mut() } {
-        handle.options.sync = v != 0;
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_write_options(options, |o| o.sync = v != 0) }
 }
 
 /// Skip the WAL: faster, but the write is lost by a crash before its memtable is flushed
@@ -476,8 +541,6 @@ pub unsafe extern "C" fn shale_writeoptions_set_disable_wal(
     options: *mut ShaleWriteOptions,
     v: u8,
 ) {
-    // SAFETY: by the contract a non-null handle is live and exclusively ours for this call.
-    if let Some(handle) = unsafe { options.as_mut() } {
-        handle.options.disable_wal = v != 0;
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { with_write_options(options, |o| o.disable_wal = v != 0) }
 }

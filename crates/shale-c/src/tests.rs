@@ -205,6 +205,12 @@ fn null_arguments_are_reported_not_dereferenced() {
         assert!(value.is_null());
         assert!(take_error(&mut err).is_some());
 
+        assert!(shale_iter_value(std::ptr::null(), &mut len).is_null());
+        assert_eq!(len, 0);
+        shale_iter_seek(std::ptr::null_mut(), std::ptr::null(), 5);
+        shale_free(std::ptr::null_mut());
+        shale_writeoptions_set_sync(std::ptr::null_mut(), 1);
+
         shale_write(db, std::ptr::null(), std::ptr::null_mut(), &mut err);
         assert!(take_error(&mut err)
             .expect("error")
@@ -394,8 +400,6 @@ fn batches_are_atomic_and_reusable() {
         shale_writebatch_put(batch, c"a".as_ptr(), 1, c"1".as_ptr(), 1);
         shale_writebatch_put(batch, c"b".as_ptr(), 1, c"2".as_ptr(), 1);
         shale_writebatch_delete(batch, c"gone".as_ptr(), 4);
-        // A NULL key with a length adds nothing.
-        shale_writebatch_put(batch, std::ptr::null(), 3, c"v".as_ptr(), 1);
         assert_eq!(shale_writebatch_count(batch), 3);
         shale_write(db, std::ptr::null(), batch, &mut err);
     }
@@ -541,5 +545,246 @@ fn properties_flush_compaction_and_reopen() {
         assert!(take_error(&mut err)
             .expect("nothing to repair")
             .contains("does not exist"));
+    }
+}
+
+/// The bytes at `ptr` (from `shale_iter_key`/`shale_iter_value`), checking that a valid
+/// iterator never hands out NULL.
+///
+/// # Safety
+/// `ptr` points to `len` readable bytes.
+unsafe fn slice_at<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
+    assert!(!ptr.is_null());
+    // SAFETY: forwarded from this function's contract.
+    unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
+#[test]
+fn option_errors_are_cleared_by_a_later_valid_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = c_path(&dir);
+    let options = shale_options_create();
+    let mut err = std::ptr::null_mut();
+    // SAFETY: live handles, static strings; every opened database is closed once.
+    unsafe {
+        shale_options_set_compression(options, 9);
+        shale_options_set_max_open_files(options, -1);
+        shale_options_set_merge_operator(options, c"sum".as_ptr());
+        // Correcting two of three: the third still makes open fail, alone.
+        shale_options_set_compression(options, SHALE_ZSTD_COMPRESSION);
+        shale_options_set_merge_operator(options, std::ptr::null());
+        assert!(shale_open(path.as_ptr(), options, &mut err).is_null());
+        let message = take_error(&mut err).expect("open fails");
+        assert_eq!(
+            message,
+            "invalid argument: max_open_files must not be negative, got -1"
+        );
+        shale_options_set_max_open_files(options, 100);
+        shale_options_set_merge_operator(options, c"max".as_ptr());
+        let db = shale_open(path.as_ptr(), options, &mut err);
+        no_error(&mut err);
+        assert!(!db.is_null());
+        shale_options_destroy(options);
+
+        let read = shale_readoptions_create();
+        shale_readoptions_set_iterate_lower_bound(read, c"a".as_ptr(), usize::MAX);
+        shale_readoptions_set_iterate_upper_bound(read, c"z".as_ptr(), usize::MAX);
+        shale_readoptions_set_iterate_lower_bound(read, std::ptr::null(), 0);
+        let message = get_with(db, read, b"k").expect_err("the upper bound is still bad");
+        assert!(message.contains("upper bound length"), "{message}");
+        assert!(!message.contains("lower bound"), "{message}");
+        shale_readoptions_set_iterate_upper_bound(read, c"z".as_ptr(), 1);
+        put(db, b"k", b"v");
+        assert_eq!(get_with(db, read, b"k"), Ok(Some(b"v".to_vec())));
+        let iter = shale_create_iterator(db, read);
+        assert_eq!(keys(iter), vec![b"k".to_vec()]);
+        shale_iter_destroy(iter);
+        shale_readoptions_destroy(read);
+        shale_close(db);
+    }
+}
+
+#[test]
+fn a_batch_entry_that_could_not_be_added_fails_the_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(&dir, std::ptr::null());
+    let batch = shale_writebatch_create();
+    let mut err = std::ptr::null_mut();
+    // SAFETY: live handles, static strings; NULL pointers are rejected before any read.
+    unsafe {
+        shale_writebatch_put(batch, c"a".as_ptr(), 1, c"1".as_ptr(), 1);
+        shale_writebatch_delete(batch, c"b".as_ptr(), 1);
+        shale_writebatch_merge(batch, c"c".as_ptr(), 1, std::ptr::null(), 8);
+        shale_writebatch_put(batch, std::ptr::null(), 3, c"v".as_ptr(), 1);
+        shale_writebatch_put(batch, c"d".as_ptr(), 1, c"4".as_ptr(), 1);
+        assert_eq!(
+            shale_writebatch_count(batch),
+            3,
+            "the bad entries are not added"
+        );
+        shale_write(db, std::ptr::null(), batch, &mut err);
+    }
+    assert_eq!(
+        take_error(&mut err).as_deref(),
+        Some("invalid argument: write batch entry 2 (merge): value is NULL but its length is 8")
+    );
+    assert_eq!(get(db, b"a"), None, "nothing of the batch was applied");
+    assert_eq!(get(db, b"d"), None, "nothing of the batch was applied");
+    // SAFETY: live handles; clearing forgets the bad entry, so the batch is usable again.
+    unsafe {
+        shale_writebatch_clear(batch);
+        shale_writebatch_put(batch, c"a".as_ptr(), 1, c"1".as_ptr(), 1);
+        shale_write(db, std::ptr::null(), batch, &mut err);
+        shale_writebatch_destroy(batch);
+    }
+    no_error(&mut err);
+    assert_eq!(get(db, b"a"), Some(b"1".to_vec()));
+    // SAFETY: closed once.
+    unsafe { shale_close(db) };
+}
+
+#[test]
+fn a_seek_key_that_cannot_be_read_is_an_iterator_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(&dir, std::ptr::null());
+    put(db, b"a", b"1");
+    put(db, b"b", b"2");
+    let mut err = std::ptr::null_mut();
+    let mut len = 0usize;
+    // SAFETY: live handles; the NULL key is rejected before any read.
+    unsafe {
+        let iter = shale_create_iterator(db, std::ptr::null());
+        shale_iter_seek_to_first(iter);
+        assert_eq!(shale_iter_valid(iter), 1);
+        shale_iter_seek(iter, std::ptr::null(), 5);
+        assert_eq!(shale_iter_valid(iter), 0, "a bad seek leaves no position");
+        assert!(shale_iter_key(iter, &mut len).is_null());
+        shale_iter_next(iter);
+        assert_eq!(
+            shale_iter_valid(iter),
+            0,
+            "moving after a bad seek does nothing"
+        );
+        shale_iter_get_error(iter, &mut err);
+        assert_eq!(
+            take_error(&mut err).as_deref(),
+            Some(
+                "invalid argument: shale_iter_seek: key is NULL but its length is 5 \
+                 (expected a pointer to 5 readable bytes, or a length of 0)"
+            )
+        );
+        shale_iter_seek_for_prev(iter, std::ptr::null(), 2);
+        shale_iter_get_error(iter, &mut err);
+        let message = take_error(&mut err).expect("error");
+        assert!(
+            message.contains("shale_iter_seek_for_prev: key is NULL"),
+            "{message}"
+        );
+
+        // The next positioning call clears the error.
+        shale_iter_seek(iter, c"b".as_ptr(), 1);
+        assert_eq!(slice_at(shale_iter_key(iter, &mut len), len), b"b");
+        shale_iter_get_error(iter, &mut err);
+        no_error(&mut err);
+
+        // Seeking to the iterator's own current key: the target points into the iterator.
+        let current = shale_iter_key(iter, &mut len);
+        shale_iter_seek(iter, current, len);
+        assert_eq!(slice_at(shale_iter_key(iter, &mut len), len), b"b");
+        let current = shale_iter_key(iter, &mut len);
+        shale_iter_seek_for_prev(iter, current, len);
+        assert_eq!(slice_at(shale_iter_key(iter, &mut len), len), b"b");
+        shale_iter_destroy(iter);
+        shale_close(db);
+    }
+}
+
+#[test]
+fn empty_keys_and_values_are_valid_pointers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(&dir, std::ptr::null());
+    put(db, b"", b"");
+    let mut klen = usize::MAX;
+    let mut vlen = usize::MAX;
+    // SAFETY: live handles; the pointers are compared, and read with length 0 only.
+    unsafe {
+        let iter = shale_create_iterator(db, std::ptr::null());
+        shale_iter_seek_to_first(iter);
+        assert_eq!(shale_iter_valid(iter), 1);
+        let key = shale_iter_key(iter, &mut klen);
+        let value = shale_iter_value(iter, &mut vlen);
+        assert_eq!((klen, vlen), (0, 0));
+        let empty: *const c_char = std::ptr::from_ref(&crate::iter::EMPTY).cast();
+        assert_eq!(key, empty, "an empty key points to the static byte");
+        assert_eq!(value, empty, "an empty value points to the static byte");
+        shale_iter_destroy(iter);
+        shale_close(db);
+    }
+}
+
+#[test]
+fn a_value_that_cannot_be_read_is_an_iterator_error_not_an_empty_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open(&dir, std::ptr::null());
+    // Large enough to be kept in a blob file (the default threshold is 16 KiB).
+    let big = vec![b'v'; 64 * 1024];
+    put(db, b"big", &big);
+    put(db, b"small", b"s");
+    let mut err = std::ptr::null_mut();
+    // SAFETY: a live handle, closed once.
+    unsafe {
+        shale_flush(db, &mut err);
+        no_error(&mut err);
+        shale_close(db);
+    }
+    let blob = std::fs::read_dir(dir.path().join("db"))
+        .expect("list the database")
+        .map(|entry| entry.expect("directory entry").path())
+        .find(|path| path.extension().is_some_and(|e| e == "blob"))
+        .expect("a blob file");
+    let mut bytes = std::fs::read(&blob).expect("read the blob file");
+    // Inside the value: the blob record's checksum no longer matches.
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&blob, bytes).expect("write the blob file");
+
+    let options = shale_options_create();
+    // SAFETY: a live handle.
+    unsafe {
+        shale_options_set_create_if_missing(options, 0);
+        shale_options_set_block_cache_capacity(options, 0);
+    }
+    let db = open(&dir, options);
+    let mut len = usize::MAX;
+    // SAFETY: live handles, each destroyed once.
+    unsafe {
+        shale_options_destroy(options);
+        let iter = shale_create_iterator(db, std::ptr::null());
+        shale_iter_seek_to_first(iter);
+        assert_eq!(
+            shale_iter_valid(iter),
+            1,
+            "keys are readable without their values"
+        );
+        assert_eq!(slice_at(shale_iter_key(iter, &mut len), len), b"big");
+        assert!(shale_iter_value(iter, &mut len).is_null());
+        assert_eq!(len, 0);
+        assert_eq!(
+            shale_iter_valid(iter),
+            0,
+            "the failed read ends the iteration"
+        );
+        assert!(shale_iter_key(iter, &mut len).is_null());
+        shale_iter_get_error(iter, &mut err);
+        let message = take_error(&mut err).expect("the failed read is reported");
+        assert!(message.contains(".blob"), "{message}");
+
+        // Another entry still reads after a fresh seek.
+        shale_iter_seek(iter, c"small".as_ptr(), 5);
+        assert_eq!(slice_at(shale_iter_value(iter, &mut len), len), b"s");
+        shale_iter_get_error(iter, &mut err);
+        no_error(&mut err);
+        shale_iter_destroy(iter);
+        shale_close(db);
     }
 }

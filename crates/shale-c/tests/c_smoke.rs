@@ -36,6 +36,9 @@ counter visits: 5
 put on a NULL database: database handle is NULL
 get with a NULL key: key is NULL
 write of a NULL batch: write batch is NULL
+seek with a NULL key: shale_iter_seek: key is NULL
+write of a batch with a NULL key: write batch entry 1 (put): key is NULL
+get k after the refused batch: missing
 get of a counter with a bad operand: merge operator uint64add failed
 read-only get apple: "red" (3 bytes)
 read-only put: refused
@@ -158,4 +161,69 @@ fn header_declares_exactly_the_exported_functions() {
     let exported = exported_functions();
     assert!(exported.len() > 40, "found only {exported:?}");
     assert_eq!(header, exported);
+}
+
+/// The helpers through which exported functions run their bodies; each must itself run its
+/// body behind `guard`/`guard_quiet` or another of them (checked below).
+const GUARDED_HELPERS: [&str; 10] = [
+    "with_handle(",
+    "reposition(",
+    "seek_with(",
+    "current(",
+    "with_batch(",
+    "with_options(",
+    "with_read_handle(",
+    "with_read_options(",
+    "with_write_options(",
+    "guard",
+];
+
+/// Each function in `source` as (name, body): from `fn NAME` up to the first line that is just
+/// `}` (rustfmt puts a top-level function's closing brace alone at column 0).
+fn functions(source: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (start, _) in source.match_indices("fn ") {
+        let rest = &source[start + 3..];
+        let Some(end) = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) else {
+            continue;
+        };
+        let name = rest[..end].to_string();
+        let body_end = rest.find("\n}\n").unwrap_or(rest.len());
+        out.push((name, rest[end..body_end].to_string()));
+    }
+    out
+}
+
+/// The header promises that no call lets a panic escape: a panic unwinding out of an
+/// `extern "C"` function aborts the host. Every exported function must run its work inside the
+/// panic guard, directly or through a helper that does.
+#[test]
+fn every_exported_function_runs_behind_the_panic_guard() {
+    let mut unguarded = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(crate_dir().join("src")).expect("read src/") {
+        let path = entry.expect("directory entry").path();
+        if path.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).expect("read a source file");
+        for (name, body) in functions(&source) {
+            let exported = source.contains(&format!("extern \"C\" fn {name}("));
+            let helper = GUARDED_HELPERS.contains(&format!("{name}(").as_str());
+            if !(exported || helper) {
+                continue;
+            }
+            checked += 1;
+            // A helper may delegate to another helper, never only to itself.
+            let own = format!("{name}(");
+            let guarded = GUARDED_HELPERS
+                .iter()
+                .any(|h| *h != own && body.contains(h));
+            if !guarded {
+                unguarded.push(format!("{}: {name}", path.display()));
+            }
+        }
+    }
+    assert!(checked > 40, "found only {checked} functions");
+    assert!(unguarded.is_empty(), "no panic guard in {unguarded:?}");
 }

@@ -262,6 +262,24 @@ int main(int argc, char** argv) {
   expect_error("write of a NULL batch", &err, "write batch is NULL");
   CHECK(shale_create_iterator(NULL, NULL) == NULL);
   CHECK(shale_create_snapshot(NULL) == NULL);
+  it = shale_create_iterator(db, NULL);
+  shale_iter_seek(it, NULL, 5);
+  CHECK(!shale_iter_valid(it));
+  shale_iter_get_error(it, &err);
+  expect_error("seek with a NULL key", &err, "shale_iter_seek: key is NULL");
+  /* An empty value is a real pointer: memcmp with length 0 is defined on it. */
+  shale_iter_seek(it, "empty", 5);
+  size_t vlen = 99;
+  const char* empty = shale_iter_value(it, &vlen);
+  CHECK(empty != NULL && vlen == 0 && memcmp(empty, "", 0) == 0);
+  shale_iter_destroy(it);
+  batch = shale_writebatch_create();
+  shale_writebatch_put(batch, "k", 1, "v", 1);
+  shale_writebatch_put(batch, NULL, 3, "v", 1);
+  shale_write(db, NULL, batch, &err);
+  expect_error("write of a batch with a NULL key", &err, "write batch entry 1 (put): key is NULL");
+  print_get(db, NULL, "get k after the refused batch", "k", 1);
+  shale_writebatch_destroy(batch);
 
   /* Errors from the engine come through too. */
   shale_merge(db, NULL, "visits", 6, "abc", 3, &err);
