@@ -7,18 +7,21 @@
 //!
 //! Thread-safety: every class may be shared between Python threads. Calls that can wait on
 //! disk or on other writers release the GIL; the engine's own locking keeps them safe. A `DB`
-//! holds its database behind a lock only long enough to clone an `Arc`, so `close()` while
-//! another thread is mid-call lets that call finish first. Cursors (`Iterator`, `Range`) and
-//! batches are guarded by a mutex that is never waited on while holding the GIL: a cursor used
-//! by two threads at the same instant raises instead of deadlocking.
+//! call holds its database's lock shared for its whole run and `close()` holds it exclusively,
+//! both taken with the GIL released: `close()` waits for the calls in flight, then drops the
+//! database itself (joining its background threads without the GIL), so when it returns the
+//! directory's lock is free. Cursors (`Iterator`, `Range`) and batches are guarded by a mutex
+//! that is never waited on while holding the GIL: a cursor used by two threads at the same
+//! instant raises instead of deadlocking.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, TryLockError};
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyType};
 
 use shale::{
     Compression, Db, DbIterator, MaxOperator, MergeOperator, Options, ReadOptions,
@@ -37,12 +40,28 @@ create_exception!(
     Error,
     "Data on disk does not match its checksum or format; the message names the file and offset."
 );
-create_exception!(
-    shale,
-    IoError,
-    Error,
-    "An operating-system I/O call failed."
-);
+/// `shale.IoError`, made at first use: it derives from both `shale.Error` and `OSError`, and
+/// `create_exception!` takes one base.
+static IO_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The doc of `shale.IoError`.
+const IO_ERROR_DOC: &str = "An operating-system I/O call failed (also an OSError).";
+
+/// The class `shale.IoError`: `class IoError(shale.Error, OSError)`.
+fn io_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    let class = IO_ERROR.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "shale")?;
+        namespace.set_item("__doc__", IO_ERROR_DOC)?;
+        let bases = (py.get_type::<Error>(), py.get_type::<PyOSError>());
+        let class = py
+            .get_type::<PyType>()
+            .call1(("IoError", bases, namespace))?
+            .cast_into::<PyType>()?;
+        Ok(class.unbind())
+    })?;
+    Ok(class.bind(py))
+}
 create_exception!(
     shale,
     InvalidArgumentError,
@@ -59,7 +78,8 @@ create_exception!(
     shale,
     ExistsError,
     Error,
-    "The database does not exist (create_if_missing=False) or exists (error_if_exists=True)."
+    "The database does not exist (create_if_missing=False, repair) or already exists \
+     (error_if_exists=True): the engine reports both as one kind, the message says which."
 );
 create_exception!(
     shale,
@@ -91,7 +111,10 @@ fn to_py_err(error: shale::Error) -> PyErr {
     let message = error.to_string();
     match error {
         shale::Error::Corruption { .. } => CorruptionError::new_err(message),
-        shale::Error::Io { .. } => IoError::new_err(message),
+        shale::Error::Io { .. } => Python::attach(|py| match io_error_type(py) {
+            Ok(class) => PyErr::from_type(class.clone(), message),
+            Err(failed) => failed,
+        }),
         shale::Error::InvalidArgument(_) => InvalidArgumentError::new_err(message),
         shale::Error::Locked { .. } => LockedError::new_err(message),
         shale::Error::Exists(_) => ExistsError::new_err(message),
@@ -138,21 +161,44 @@ fn bytes<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
 /// as a context manager, or call `close()`, to release the directory's lock promptly.
 #[pyclass(frozen, module = "shale", name = "DB")]
 struct PyDb {
-    db: RwLock<Option<Arc<Db>>>,
+    /// The open database, `None` once closed. Calls hold the lock shared while they run and
+    /// `close()` holds it exclusively; both take it with the GIL released (see the module doc).
+    db: RwLock<Option<Db>>,
     path: PathBuf,
     read_only: bool,
 }
 
+/// Why a call on a `DB` could not run or failed; turned into an exception once the GIL is back.
+enum DbFailure {
+    Closed,
+    Engine(shale::Error),
+}
+
+impl From<DbFailure> for PyErr {
+    fn from(failure: DbFailure) -> PyErr {
+        match failure {
+            DbFailure::Closed => ClosedError::new_err("database is closed"),
+            DbFailure::Engine(error) => to_py_err(error),
+        }
+    }
+}
+
 impl PyDb {
-    /// The open database, or `ClosedError`.
-    fn db(&self) -> PyResult<Arc<Db>> {
-        let guard = self
-            .db
-            .read()
-            .map_err(|_| Error::new_err("database handle is unusable after an internal error"))?;
-        guard
-            .clone()
-            .ok_or_else(|| ClosedError::new_err("database is closed"))
+    /// Runs `body` on the open database with the GIL released, holding the database's lock
+    /// shared so that `close()` waits for it; `ClosedError` once closed.
+    fn with_db<T: Send>(
+        &self,
+        py: Python<'_>,
+        body: impl FnOnce(&Db) -> shale::Result<T> + Send,
+    ) -> PyResult<T> {
+        let result = py.detach(|| {
+            // A panic never happens while the lock is held exclusively (close only takes the
+            // value out), so a poisoned lock still holds a consistent value.
+            let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+            let db = guard.as_ref().ok_or(DbFailure::Closed)?;
+            body(db).map_err(DbFailure::Engine)
+        });
+        Ok(result?)
     }
 
     /// Read options for an optional snapshot and bounds.
@@ -250,7 +296,7 @@ impl PyDb {
             })
             .map_err(to_py_err)?;
         Ok(PyDb {
-            db: RwLock::new(Some(Arc::new(db))),
+            db: RwLock::new(Some(db)),
             path,
             read_only,
         })
@@ -260,13 +306,11 @@ impl PyDb {
     /// the call returns.
     #[pyo3(signature = (key, value, *, sync = false))]
     fn put(&self, py: Python<'_>, key: &[u8], value: &[u8], sync: bool) -> PyResult<()> {
-        let db = self.db()?;
         let options = WriteOptions {
             sync,
             ..WriteOptions::default()
         };
-        py.detach(|| db.put_opt(key, value, &options))
-            .map_err(to_py_err)
+        self.with_db(py, |db| db.put_opt(key, value, &options))
     }
 
     /// The value of `key` as bytes, or None. With `snapshot`, as of that snapshot.
@@ -277,47 +321,40 @@ impl PyDb {
         key: &[u8],
         snapshot: Option<PyRef<'_, PySnapshot>>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let db = self.db()?;
         let options = Self::read_options(snapshot, None, None)?;
-        let value = py.detach(|| db.get_opt(key, &options)).map_err(to_py_err)?;
+        let value = self.with_db(py, |db| db.get_opt(key, &options))?;
         Ok(value.map(|v| bytes(py, &v)))
     }
 
     /// Removes `key` (not an error if it is absent).
     #[pyo3(signature = (key, *, sync = false))]
     fn delete(&self, py: Python<'_>, key: &[u8], sync: bool) -> PyResult<()> {
-        let db = self.db()?;
         let options = WriteOptions {
             sync,
             ..WriteOptions::default()
         };
-        py.detach(|| db.delete_opt(key, &options))
-            .map_err(to_py_err)
+        self.with_db(py, |db| db.delete_opt(key, &options))
     }
 
     /// Adds a merge operand for `key`; raises InvalidArgumentError without a merge operator.
     #[pyo3(signature = (key, value, *, sync = false))]
     fn merge(&self, py: Python<'_>, key: &[u8], value: &[u8], sync: bool) -> PyResult<()> {
-        let db = self.db()?;
         let options = WriteOptions {
             sync,
             ..WriteOptions::default()
         };
-        py.detach(|| db.merge_opt(key, value, &options))
-            .map_err(to_py_err)
+        self.with_db(py, |db| db.merge_opt(key, value, &options))
     }
 
     /// Applies every operation of `batch` atomically. The batch is unchanged.
     #[pyo3(signature = (batch, *, sync = false))]
     fn write(&self, py: Python<'_>, batch: PyRef<'_, PyWriteBatch>, sync: bool) -> PyResult<()> {
-        let db = self.db()?;
         let batch = lock_now(&batch.batch, "write batch")?.clone();
         let options = WriteOptions {
             sync,
             ..WriteOptions::default()
         };
-        py.detach(|| db.write_opt(batch, &options))
-            .map_err(to_py_err)
+        self.with_db(py, |db| db.write_opt(batch, &options))
     }
 
     /// A cursor (`shale.Iterator`) over the database, or a snapshot of it, within optional
@@ -330,14 +367,13 @@ impl PyDb {
         lower_bound: Option<&[u8]>,
         upper_bound: Option<&[u8]>,
     ) -> PyResult<PyIterator> {
-        let db = self.db()?;
         let options = Self::read_options(snapshot, lower_bound, upper_bound)?;
-        let iter = py.detach(|| db.iter(options));
+        let iter = self.with_db(py, |db| Ok(db.iter(options)))?;
         Ok(PyIterator {
-            cursor: Mutex::new(Cursor {
+            cursor: Mutex::new(Some(Cursor {
                 iter,
                 positioned: false,
-            }),
+            })),
         })
     }
 
@@ -352,21 +388,20 @@ impl PyDb {
         reverse: bool,
         snapshot: Option<PyRef<'_, PySnapshot>>,
     ) -> PyResult<PyRange> {
-        let db = self.db()?;
         let options = Self::read_options(snapshot, start, end)?;
-        let iter = py.detach(|| db.iter(options));
+        let iter = self.with_db(py, |db| Ok(db.iter(options)))?;
         Ok(PyRange {
-            state: Mutex::new(RangeState {
+            state: Mutex::new(Some(RangeState {
                 iter,
                 reverse,
                 started: false,
-            }),
+            })),
         })
     }
 
     /// Pins the current state: reads given this snapshot see exactly the writes made before.
-    fn snapshot(&self) -> PyResult<PySnapshot> {
-        let snapshot = self.db()?.snapshot();
+    fn snapshot(&self, py: Python<'_>) -> PyResult<PySnapshot> {
+        let snapshot = self.with_db(py, |db| Ok(db.snapshot()))?;
         Ok(PySnapshot {
             snapshot: Mutex::new(Some(snapshot)),
         })
@@ -374,8 +409,7 @@ impl PyDb {
 
     /// Writes the memtable to a table file and waits for it.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let db = self.db()?;
-        py.detach(|| db.flush()).map_err(to_py_err)
+        self.with_db(py, Db::flush)
     }
 
     /// Compacts the keys in `[start, end]` (None: unbounded) down the tree, dropping
@@ -387,36 +421,43 @@ impl PyDb {
         start: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> PyResult<()> {
-        let db = self.db()?;
-        py.detach(|| db.compact_range(start, end))
-            .map_err(to_py_err)
+        self.with_db(py, |db| db.compact_range(start, end))
     }
 
     /// A named property as a str, or None if the name is unknown: "shale.stats",
     /// "shale.num-files-at-level<N>", "shale.sstables", "shale.approximate-memory-usage",
     /// "shale.block-cache-usage", "shale.total-sst-size", "shale.last-sequence".
     fn property(&self, py: Python<'_>, name: &str) -> PyResult<Option<String>> {
-        let db = self.db()?;
-        Ok(py.detach(|| db.property(name)))
+        self.with_db(py, |db| Ok(db.property(name)))
     }
 
-    /// Closes the database: stops background work and releases the lock. Calling it again does
-    /// nothing. Cursors made from it stay readable until they are dropped.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let db = self
-            .db
-            .write()
-            .map_err(|_| Error::new_err("database handle is unusable after an internal error"))?
-            .take();
-        // Dropping the last reference joins the background threads: do it without the GIL.
-        py.detach(move || drop(db));
-        Ok(())
+    /// Closes the database: waits for the calls other threads have in flight on it (calls
+    /// made after it starts raise ClosedError), then stops background work and releases the
+    /// directory's lock, all before it returns. Calling it again does nothing. Cursors made
+    /// from it stay readable until they are closed or dropped.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let db = self
+                .db
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            // Dropped after the lock is released: joining the background threads can take a
+            // while, and waiting calls only need to see that the database is gone.
+            drop(db);
+        });
     }
 
     /// True once `close()` was called.
     #[getter]
-    fn closed(&self) -> bool {
-        self.db.read().map_or(true, |db| db.is_none())
+    fn closed(&self, py: Python<'_>) -> bool {
+        // Without the GIL: close() may be waiting for a long call, and holds the lock next.
+        py.detach(|| {
+            self.db
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_none()
+        })
     }
 
     /// The directory the database lives in.
@@ -435,15 +476,30 @@ impl PyDb {
         _exc_type: &Bound<'_, PyAny>,
         _exc: &Bound<'_, PyAny>,
         _traceback: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
+    ) -> bool {
+        self.close(py);
+        false
     }
 
-    fn __repr__(&self) -> String {
-        let state = if self.closed() { " closed" } else { "" };
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = if self.closed(py) { " closed" } else { "" };
         let mode = if self.read_only { " read-only" } else { "" };
         format!("<shale.DB {:?}{mode}{state}>", self.path)
+    }
+}
+
+impl Drop for PyDb {
+    /// A `DB` collected without `close()`: dropping the engine's handle joins its background
+    /// threads, so it is done with the GIL released, as `close()` does.
+    fn drop(&mut self) {
+        let db = self
+            .db
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if db.is_some() {
+            Python::attach(|py| py.detach(move || drop(db)));
+        }
     }
 }
 
@@ -553,39 +609,95 @@ impl PySnapshot {
 
 struct Cursor {
     iter: DbIterator,
-    /// Whether a seek has been made; iterating an unpositioned cursor starts at the first key.
+    /// Whether the cursor has been positioned (by a seek, a step or iteration). Iterating or
+    /// `next()` on an unpositioned cursor starts at the first key, `prev()` at the last.
     positioned: bool,
+}
+
+impl Cursor {
+    /// Positions a cursor that was never positioned at the first key (or the last, for a
+    /// backward step), so that its first step lands on an entry rather than doing nothing.
+    /// True if it did.
+    fn start(&mut self, py: Python<'_>, backward: bool) -> bool {
+        if self.positioned {
+            return false;
+        }
+        self.positioned = true;
+        let iter = &mut self.iter;
+        py.detach(|| {
+            if backward {
+                iter.seek_to_last();
+            } else {
+                iter.seek_to_first();
+            }
+        });
+        true
+    }
 }
 
 /// A cursor from `DB.iterator()`: seek, then step with `next()`/`prev()` while `valid()`.
 /// Iterating it (`for key, value in it`) yields pairs from its position forwards, from the
-/// first key if it was never positioned. Errors met while moving are raised by `check()` and
-/// by iteration.
+/// first key if it was never positioned; likewise `next()` on a cursor never positioned moves
+/// to the first key and `prev()` to the last. Errors met while moving are raised by `check()`
+/// and by iteration. `close()` (or the end of a `with` block) releases what the cursor pins;
+/// any later use raises ClosedError.
 #[pyclass(frozen, module = "shale", name = "Iterator")]
 struct PyIterator {
-    cursor: Mutex<Cursor>,
+    /// `None` once closed.
+    cursor: Mutex<Option<Cursor>>,
 }
 
 impl PyIterator {
-    /// Runs a move on the cursor without the GIL.
-    fn step(&self, py: Python<'_>, step: impl FnOnce(&mut DbIterator) + Send) -> PyResult<()> {
-        let mut cursor = lock_now(&self.cursor, "iterator")?;
-        cursor.positioned = true;
-        let iter = &mut cursor.iter;
-        py.detach(move || step(iter));
-        Ok(())
+    /// Runs `body` on the open cursor; `ClosedError` once closed.
+    fn with_cursor<T>(&self, body: impl FnOnce(&mut Cursor) -> PyResult<T>) -> PyResult<T> {
+        let mut guard = lock_now(&self.cursor, "iterator")?;
+        let cursor = guard
+            .as_mut()
+            .ok_or_else(|| ClosedError::new_err("iterator is closed"))?;
+        body(cursor)
     }
 
-    fn current<'py>(
-        &self,
-        py: Python<'py>,
-        pick: fn(&DbIterator) -> &[u8],
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let cursor = lock_now(&self.cursor, "iterator")?;
-        if !cursor.iter.valid() {
-            return Err(InvalidArgumentError::new_err("iterator is not valid"));
-        }
-        Ok(bytes(py, pick(&cursor.iter)))
+    /// Runs a seek on the cursor without the GIL.
+    fn seek_with(&self, py: Python<'_>, seek: impl FnOnce(&mut DbIterator) + Send) -> PyResult<()> {
+        self.with_cursor(|cursor| {
+            cursor.positioned = true;
+            let iter = &mut cursor.iter;
+            py.detach(move || seek(iter));
+            Ok(())
+        })
+    }
+
+    /// Moves one step (backward or not) without the GIL; a cursor never positioned moves to
+    /// the first (last) key instead, an invalid one stays where it is.
+    fn step(&self, py: Python<'_>, backward: bool) -> PyResult<()> {
+        self.with_cursor(|cursor| {
+            if cursor.start(py, backward) {
+                return Ok(());
+            }
+            let iter = &mut cursor.iter;
+            py.detach(|| match (iter.valid(), backward) {
+                (false, _) => {}
+                (true, false) => iter.next(),
+                (true, true) => iter.prev(),
+            });
+            Ok(())
+        })
+    }
+
+    /// The current entry's key, or its value (read from its blob file if it is kept there; a
+    /// failed read raises the engine's error).
+    fn current<'py>(&self, py: Python<'py>, want_value: bool) -> PyResult<Bound<'py, PyBytes>> {
+        self.with_cursor(|cursor| {
+            if !cursor.iter.valid() {
+                return Err(InvalidArgumentError::new_err("iterator is not valid"));
+            }
+            let data = if want_value {
+                cursor.iter.try_value().map_err(to_py_err)?
+            } else {
+                cursor.iter.key()
+            };
+            Ok(bytes(py, data))
+        })
     }
 }
 
@@ -593,64 +705,79 @@ impl PyIterator {
 impl PyIterator {
     /// True when positioned at an entry.
     fn valid(&self) -> PyResult<bool> {
-        Ok(lock_now(&self.cursor, "iterator")?.iter.valid())
+        self.with_cursor(|cursor| Ok(cursor.iter.valid()))
     }
 
     /// Positions at the first key (at or after the lower bound).
     fn seek_to_first(&self, py: Python<'_>) -> PyResult<()> {
-        self.step(py, DbIterator::seek_to_first)
+        self.seek_with(py, DbIterator::seek_to_first)
     }
 
     /// Positions at the last key (before the upper bound).
     fn seek_to_last(&self, py: Python<'_>) -> PyResult<()> {
-        self.step(py, DbIterator::seek_to_last)
+        self.seek_with(py, DbIterator::seek_to_last)
     }
 
     /// Positions at the first key `>= key`.
     fn seek(&self, py: Python<'_>, key: &[u8]) -> PyResult<()> {
-        self.step(py, |iter| iter.seek(key))
+        self.seek_with(py, |iter| iter.seek(key))
     }
 
     /// Positions at the last key `<= key`.
     fn seek_for_prev(&self, py: Python<'_>, key: &[u8]) -> PyResult<()> {
-        self.step(py, |iter| iter.seek_for_prev(key))
+        self.seek_with(py, |iter| iter.seek_for_prev(key))
     }
 
-    /// Moves to the next key (does nothing when not valid).
+    /// Moves to the next key; on a cursor never positioned, to the first key. Does nothing
+    /// when not valid.
     fn next(&self, py: Python<'_>) -> PyResult<()> {
-        self.step(py, |iter| {
-            if iter.valid() {
-                iter.next();
-            }
-        })
+        self.step(py, false)
     }
 
-    /// Moves to the previous key (does nothing when not valid).
+    /// Moves to the previous key; on a cursor never positioned, to the last key. Does nothing
+    /// when not valid.
     fn prev(&self, py: Python<'_>) -> PyResult<()> {
-        self.step(py, |iter| {
-            if iter.valid() {
-                iter.prev();
-            }
-        })
+        self.step(py, true)
     }
 
     /// The current key; raises InvalidArgumentError when not valid.
     fn key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.current(py, DbIterator::key)
+        self.current(py, false)
     }
 
-    /// The current value; raises InvalidArgumentError when not valid.
+    /// The current value; raises InvalidArgumentError when not valid, and the engine's error
+    /// (e.g. CorruptionError) when the value cannot be read from its blob file.
     fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.current(py, DbIterator::value)
+        self.current(py, true)
     }
 
     /// Raises the error the cursor met, if any (an invalid cursor without one simply reached
     /// the end).
     fn check(&self) -> PyResult<()> {
-        lock_now(&self.cursor, "iterator")?
-            .iter
-            .status()
-            .map_err(to_py_err)
+        self.with_cursor(|cursor| cursor.iter.status().map_err(to_py_err))
+    }
+
+    /// Releases the cursor and what it pins (tables, memtables, its snapshot). Calling it
+    /// again does nothing; any other use afterwards raises ClosedError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let cursor = lock_now(&self.cursor, "iterator")?.take();
+        py.detach(move || drop(cursor));
+        Ok(())
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -661,21 +788,18 @@ impl PyIterator {
         &self,
         py: Python<'py>,
     ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-        let mut cursor = lock_now(&self.cursor, "iterator")?;
-        if !cursor.positioned {
-            cursor.positioned = true;
+        self.with_cursor(|cursor| {
+            cursor.start(py, false);
+            if !cursor.iter.valid() {
+                cursor.iter.status().map_err(to_py_err)?;
+                return Ok(None);
+            }
+            let value = cursor.iter.try_value().map_err(to_py_err)?;
+            let pair = (bytes(py, cursor.iter.key()), bytes(py, value));
             let iter = &mut cursor.iter;
-            py.detach(|| iter.seek_to_first());
-        }
-        if !cursor.iter.valid() {
-            cursor.iter.status().map_err(to_py_err)?;
-            return Ok(None);
-        }
-        let value = cursor.iter.try_value().map_err(to_py_err)?;
-        let pair = (bytes(py, cursor.iter.key()), bytes(py, value));
-        let iter = &mut cursor.iter;
-        py.detach(|| iter.next());
-        Ok(Some(pair))
+            py.detach(|| iter.next());
+            Ok(Some(pair))
+        })
     }
 }
 
@@ -685,14 +809,39 @@ struct RangeState {
     started: bool,
 }
 
-/// The Python iterator `DB.range()` returns: `(key, value)` tuples of bytes.
+/// The Python iterator `DB.range()` returns: `(key, value)` tuples of bytes. `close()` (or the
+/// end of a `with` block) releases what it pins; iterating it afterwards raises ClosedError.
 #[pyclass(frozen, module = "shale", name = "Range")]
 struct PyRange {
-    state: Mutex<RangeState>,
+    /// `None` once closed.
+    state: Mutex<Option<RangeState>>,
 }
 
 #[pymethods]
 impl PyRange {
+    /// Releases the range's cursor and what it pins. Calling it again does nothing; iterating
+    /// afterwards raises ClosedError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let state = lock_now(&self.state, "range")?.take();
+        py.detach(move || drop(state));
+        Ok(())
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
@@ -701,12 +850,14 @@ impl PyRange {
         &self,
         py: Python<'py>,
     ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-        let mut state = lock_now(&self.state, "range")?;
+        let mut guard = lock_now(&self.state, "range")?;
         let RangeState {
             iter,
             reverse,
             started,
-        } = &mut *state;
+        } = guard
+            .as_mut()
+            .ok_or_else(|| ClosedError::new_err("range is closed"))?;
         py.detach(|| match (*started, *reverse) {
             (false, false) => iter.seek_to_first(),
             (false, true) => iter.seek_to_last(),
@@ -736,7 +887,7 @@ fn shale_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRange>()?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("CorruptionError", py.get_type::<CorruptionError>())?;
-    m.add("IoError", py.get_type::<IoError>())?;
+    m.add("IoError", io_error_type(py)?)?;
     m.add(
         "InvalidArgumentError",
         py.get_type::<InvalidArgumentError>(),

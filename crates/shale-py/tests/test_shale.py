@@ -1,5 +1,6 @@
 """Tests of the shale Python binding: run by scripts/test-python.sh against an installed wheel."""
 
+import gc
 import glob
 import os
 import struct
@@ -304,3 +305,144 @@ def test_module_metadata():
     assert isinstance(shale.__version__, str)
     assert "DB" in dir(shale)
     assert repr(shale.WriteBatch()) == "<shale.WriteBatch of 0 operations>"
+
+
+def test_io_error_is_an_os_error(tmp_path):
+    assert issubclass(shale.IoError, shale.Error)
+    assert issubclass(shale.IoError, OSError)
+    assert shale.IoError.__module__ == "shale"
+    # A database directory under a regular file cannot be created.
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"not a directory")
+    with pytest.raises(shale.IoError) as raised:
+        shale.DB(str(blocker / "db"))
+    assert isinstance(raised.value, OSError)
+    assert str(blocker) in str(raised.value)
+
+
+def test_exists_error_covers_both_cases():
+    doc = shale.ExistsError.__doc__
+    assert "does not exist" in doc and "already exists" in doc
+
+
+def corrupt_blob_file(path):
+    """Writes a value kept in a blob file under b"big" (and b"small" beside it), then damages
+    the blob file so that reading the value fails its checksum."""
+    with shale.DB(path, compression="none") as db:
+        db.put(b"big", b"v" * (64 * 1024))  # over the 16 KiB blob threshold
+        db.put(b"small", b"s")
+        db.flush()
+    blobs = glob.glob(os.path.join(path, "*.blob"))
+    assert blobs, os.listdir(path)
+    with open(blobs[0], "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(size // 2)
+        f.write(b"\xff" * 16)
+
+
+def test_iterator_value_raises_when_the_blob_cannot_be_read(path):
+    corrupt_blob_file(path)
+    with shale.DB(path, block_cache_capacity=0) as db:
+        it = db.iterator()
+        it.seek_to_first()
+        assert it.valid() and it.key() == b"big"  # keys are readable without their values
+        with pytest.raises(shale.CorruptionError, match="blob"):
+            it.value()
+        assert not it.valid()
+        with pytest.raises(shale.CorruptionError):
+            it.check()
+        it.seek(b"small")
+        assert it.value() == b"s"
+        with pytest.raises(shale.CorruptionError):
+            list(db.iterator())
+        with pytest.raises(shale.CorruptionError):
+            list(db.range())
+
+
+def test_next_on_an_unpositioned_cursor_starts_at_the_first_key(db):
+    for key in [b"a", b"b", b"c"]:
+        db.put(key, key)
+    it = db.iterator()
+    it.next()
+    assert it.valid() and it.key() == b"a"
+    assert [k for k, _ in it] == [b"a", b"b", b"c"]
+    backward = db.iterator()
+    backward.prev()
+    assert backward.key() == b"c"
+    empty = db.iterator(lower_bound=b"x")
+    empty.next()
+    assert not empty.valid()
+    assert list(empty) == []
+
+
+def test_iterator_and_range_close(db):
+    db.put(b"a", b"1")
+    db.put(b"b", b"2")
+    with db.iterator() as it:
+        it.seek_to_first()
+        assert it.key() == b"a"
+    for use in [
+        it.valid,
+        it.seek_to_first,
+        it.next,
+        it.prev,
+        it.key,
+        it.value,
+        it.check,
+        lambda: it.seek(b"a"),
+        lambda: next(it),
+    ]:
+        with pytest.raises(shale.ClosedError):
+            use()
+    it.close()  # a second close does nothing
+
+    with db.range() as r:
+        assert next(r) == (b"a", b"1")
+    with pytest.raises(shale.ClosedError):
+        next(r)
+    r.close()
+
+    explicit = db.iterator()
+    explicit.close()
+    with pytest.raises(shale.ClosedError):
+        list(explicit)
+
+
+def test_close_waits_for_calls_in_flight(path):
+    """However the threads interleave with close(), every call either completes or raises
+    ClosedError, and once close() returns the directory's lock is free."""
+    db = shale.DB(path, write_buffer_size=64 * 1024)
+    start = threading.Barrier(5)
+    outcomes = []
+
+    def worker(thread):
+        start.wait()
+        try:
+            for i in range(10_000):
+                db.put(b"t%d-%05d" % (thread, i), b"x" * 100)
+                if i % 500 == 0:
+                    db.flush()
+        except shale.ClosedError:
+            outcomes.append("closed")
+        else:
+            outcomes.append("done")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    start.wait()
+    db.close()
+    with shale.DB(path) as again:  # would raise LockedError if a call still held the database
+        assert not again.closed
+    for t in threads:
+        t.join()
+    assert sorted(set(outcomes)) <= ["closed", "done"] and len(outcomes) == 4
+
+
+def test_an_unclosed_db_releases_its_lock_when_collected(path):
+    db = shale.DB(path)
+    db.put(b"k", b"v")
+    del db
+    gc.collect()
+    with shale.DB(path) as again:
+        assert again.get(b"k") == b"v"
