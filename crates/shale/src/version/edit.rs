@@ -315,13 +315,22 @@ impl VersionEdit {
                 other => return Err(format!("unknown field tag {other} at byte {field_start}")),
             }
         }
+        // Indexed once: a manifest snapshot of a large database carries these fields for
+        // tens of thousands of files, and a search per field would be quadratic.
+        let mut added: std::collections::HashMap<u64, usize> =
+            std::collections::HashMap::with_capacity(edit.new_files.len());
+        if !expiries.is_empty() || !blob_links.is_empty() {
+            for (i, (_, f)) in edit.new_files.iter().enumerate() {
+                added.entry(f.number).or_insert(i);
+            }
+        }
         for (number, max_expiry, has_permanent, field_start) in expiries {
-            let file = added_file(&mut edit, number, "expiry", field_start)?;
+            let file = added_file(&mut edit, &added, number, "expiry", field_start)?;
             file.max_expiry_micros = max_expiry;
             file.has_permanent_entries = has_permanent;
         }
         for (number, oldest, field_start) in blob_links {
-            added_file(&mut edit, number, "blob", field_start)?.oldest_blob_file = oldest;
+            added_file(&mut edit, &added, number, "blob", field_start)?.oldest_blob_file = oldest;
         }
         Ok(edit)
     }
@@ -370,13 +379,14 @@ fn get_file(d: &mut Decoder<'_>) -> Option<FileMetaData> {
 /// one the edit adds.
 fn added_file<'a>(
     edit: &'a mut VersionEdit,
+    added: &std::collections::HashMap<u64, usize>,
     number: u64,
     field: &str,
     field_start: usize,
 ) -> std::result::Result<&'a mut FileMetaData, String> {
-    edit.new_files
-        .iter_mut()
-        .find(|(_, f)| f.number == number)
+    added
+        .get(&number)
+        .and_then(|&i| edit.new_files.get_mut(i))
         .map(|(_, f)| f)
         .ok_or_else(|| {
             format!(
