@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -16,9 +17,16 @@ pub(crate) struct SnapshotList {
 }
 
 impl SnapshotList {
-    /// Pins `sequence` and returns its handle.
-    pub(crate) fn acquire(self: &Arc<Self>, sequence: SequenceNumber) -> Snapshot {
-        *self.live.lock().entry(sequence).or_insert(0) += 1;
+    /// Pins the sequence number `last_sequence` holds and returns its handle. The number is
+    /// loaded under the list's lock, so a compaction that copies the list ([`Self::sequences`])
+    /// either sees this snapshot or began before it was taken, when every entry it merges was
+    /// already at or below the number: loaded before the lock, the number could predate writes
+    /// that a compaction, not knowing the snapshot, lets shadow the versions it should see.
+    pub(crate) fn acquire(self: &Arc<Self>, last_sequence: &AtomicU64) -> Snapshot {
+        let mut live = self.live.lock();
+        let sequence = last_sequence.load(Ordering::Acquire);
+        *live.entry(sequence).or_insert(0) += 1;
+        drop(live);
         Snapshot {
             inner: Arc::new(SnapshotInner {
                 sequence,
@@ -87,9 +95,11 @@ mod tests {
     #[test]
     fn release_on_last_drop() {
         let list = Arc::new(SnapshotList::default());
-        let a = list.acquire(5);
-        let b = list.acquire(5);
-        let c = list.acquire(9);
+        let last = AtomicU64::new(5);
+        let a = list.acquire(&last);
+        let b = list.acquire(&last);
+        last.store(9, Ordering::Release);
+        let c = list.acquire(&last);
         assert_eq!(list.sequences(), vec![5, 9]);
         drop(a);
         assert_eq!(list.sequences().first().copied(), Some(5));

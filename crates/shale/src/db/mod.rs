@@ -2,9 +2,9 @@
 //! compactions and their background threads.
 //!
 //! Locking: `state` (a mutex) guards the memtables' lifecycle, the version set, the writer
-//! queue and background bookkeeping. Readers never take it: they load the published sequence
-//! number and then the current [`ReadView`] (in that order, so the view holds every write up to
-//! the sequence). Only the writer at the head of the queue touches the WAL and inserts into the
+//! queue and background bookkeeping. Readers never take it: they load the current [`ReadView`]
+//! and then the published sequence number (in that order, so that no compaction the view
+//! reflects dropped a version the sequence number needs; see `DbInner::read_sequence`). Only the writer at the head of the queue touches the WAL and inserts into the
 //! active memtable, with `state` released while it does.
 
 mod background;
@@ -443,9 +443,7 @@ impl Db {
 
     /// Pins the current state: reads given this snapshot see exactly the writes made before it.
     pub fn snapshot(&self) -> Snapshot {
-        self.inner
-            .snapshots
-            .acquire(self.inner.last_sequence.load(Ordering::Acquire))
+        self.inner.snapshots.acquire(&self.inner.last_sequence)
     }
 
     /// Freezes the memtable and waits until it (and any frozen before it) is in a table.

@@ -151,7 +151,13 @@ impl DeepestFilterMisses {
 
 impl DbInner {
     /// The sequence number a read sees: its snapshot's, or the last published one. Load it
-    /// before the view: a view loaded afterwards holds every write up to it.
+    /// after the view. A read without a snapshot is registered nowhere, so compactions do not
+    /// keep what an earlier sequence number needs: loaded first, the number could predate a
+    /// write that a compaction finished before the view was loaded let drop the version the
+    /// read should see. Loaded after, every table in the view was built from entries at or
+    /// below it; writes that went to a memtable made after the view are not seen, and those
+    /// all come after everything the view holds, so the read still sees a prefix of the
+    /// writes.
     fn read_sequence(&self, options: &ReadOptions) -> SequenceNumber {
         match &options.snapshot {
             Some(s) => s.sequence(),
@@ -173,7 +179,7 @@ impl DbInner {
         }
     }
 
-    /// The context of a read. Call it before loading the view (see [`Self::read_sequence`]).
+    /// The context of a read. Call it after loading the view (see [`Self::read_sequence`]).
     fn read_context(&self, options: &ReadOptions) -> ReadContext {
         ReadContext {
             icmp: self.icmp.clone(),
@@ -225,9 +231,9 @@ impl DbInner {
             )));
         }
         self.check_snapshot(options)?;
-        let sequence = self.read_sequence(options);
         // Borrowed for the lookup only, without taking a reference count.
         let view = self.view.load();
+        let sequence = self.read_sequence(options);
         let lookup = LookupKey::new(key, sequence);
         let ikey = lookup.internal_key();
         let mut state = GetState {
@@ -317,8 +323,8 @@ impl DbInner {
     }
 
     pub(crate) fn iter(&self, options: &ReadOptions) -> DbIterator {
-        let ctx = self.read_context(options);
         let view = self.current_view();
+        let ctx = self.read_context(options);
         let inner: Box<dyn InternalIterator> = match self.check_snapshot(options) {
             Ok(()) => self.internal_iter(&view, Self::read_flags(options)),
             // Never valid; every positioning call leaves `status` reporting the refusal.
