@@ -273,6 +273,17 @@ impl Settings {
                     .to_string(),
             ));
         }
+        // Without a WAL a synced write has nothing to sync: shale would report synced writes
+        // that never touched the disk beside engines that sync theirs (and RocksDB refuses).
+        if flags.disable_wal
+            && (flags.sync || benchmarks.contains(&crate::bench::Benchmark::FillSync))
+        {
+            return Err(Error::Usage(
+                "--disable_wal cannot be combined with --sync or fillsync: a write without a \
+                 log has nothing to sync"
+                    .to_string(),
+            ));
+        }
         let keys = KeyFormat::new(flags.key_size as usize, flags.num)?;
         // Last, so that mistakes in the flags are reported before a missing feature.
         for kind in &engines {
@@ -458,6 +469,21 @@ mod tests {
         let e =
             message(parse(&["--key_size=2", "--num=1000", "--engine=sqlite"]).expect_err("keys"));
         assert!(e.contains("--key_size=2"), "{e}");
+        for args in [
+            ["--disable_wal=1", "--sync=1", "--benchmarks=fillrandom"],
+            [
+                "--disable_wal=1",
+                "--sync=0",
+                "--benchmarks=fillseq,fillsync",
+            ],
+        ] {
+            let e = message(parse(&args).expect_err("unsyncable"));
+            assert!(
+                e.contains("--disable_wal cannot be combined"),
+                "{args:?}: {e}"
+            );
+        }
+        parse(&["--disable_wal=1", "--benchmarks=fillseq"]).expect("no sync asked for");
         let e = message(parse(&["--engines=sqlite,sqlite"]).expect_err("twice"));
         assert!(
             e.contains("twice") || e.contains("not in this build"),

@@ -113,6 +113,7 @@ pub fn comparison_table(run: &RunRecord) -> String {
                 }
                 Some(r) if r.status == Status::Info => "-".to_string(),
                 Some(r) if r.status == Status::Unsupported => "not supported".to_string(),
+                Some(r) if r.status == Status::Error => "error".to_string(),
                 Some(_) => "skipped".to_string(),
                 None => "-".to_string(),
             };

@@ -189,8 +189,10 @@ impl EngineRecord {
     /// Folds several rounds of one engine's suite into one record: each benchmark's figures
     /// are those of the round with the median ops/s (the lower of the two middle rounds when
     /// the count is even), with every round's ops/s kept in `round_ops_per_sec`; memory is the
-    /// worst round's, since a budget must hold in every round. A benchmark that did not run
-    /// in every round keeps its first round's record. `None` for no rounds.
+    /// worst round's, since a budget must hold in every round. A benchmark that failed (or
+    /// was not supported) in some round keeps that round's record, so the table shows the
+    /// failure rather than a figure from the rounds that worked; one missing from some round
+    /// keeps its first round's record. `None` for no rounds.
     pub fn median_of_rounds(rounds: &[EngineRecord]) -> Option<EngineRecord> {
         let first = rounds.first()?;
         let positions = rounds.iter().map(|r| r.results.len()).max().unwrap_or(0);
@@ -198,7 +200,11 @@ impl EngineRecord {
         for i in 0..positions {
             let here: Vec<&BenchRecord> = rounds.iter().filter_map(|r| r.results.get(i)).collect();
             let all_ran = here.len() == rounds.len() && here.iter().all(|r| r.status == Status::Ok);
-            let Some(&fallback) = here.first() else {
+            let Some(&fallback) = here
+                .iter()
+                .find(|r| r.status != Status::Ok)
+                .or_else(|| here.first())
+            else {
                 continue;
             };
             if !all_ran {
@@ -373,6 +379,11 @@ mod tests {
         broken[1].results[1].status = Status::Error;
         let merged = EngineRecord::median_of_rounds(&broken).expect("rounds");
         assert!(merged.results[1].round_ops_per_sec.is_empty());
+        assert_eq!(
+            merged.results[1].status,
+            Status::Error,
+            "the failed round's record, not a figure from the rounds that worked"
+        );
         assert!(EngineRecord::median_of_rounds(&[]).is_none());
     }
 

@@ -360,7 +360,7 @@ fn every_benchmark_runs_on_every_baseline() {
         // The raw disk benchmark syncs at least once and leaves no file behind.
         assert_eq!(
             by_name("fdatasync").message,
-            "(1 synced appends of 116 bytes)",
+            "(1 synced writes of 116 bytes into a preallocated file)",
             "{kind}"
         );
         assert!(!dir

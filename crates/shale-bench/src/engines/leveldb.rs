@@ -128,10 +128,16 @@ impl LevelDb {
                 ffi::leveldb_options_set_max_file_size(me.options, size as usize);
                 settings.push(setting("max_file_size", size));
             }
-            if let Some(bits) = config.bloom_bits {
-                me.filter = ffi::leveldb_filterpolicy_create_bloom(bits as libc::c_int);
-                ffi::leveldb_options_set_filter_policy(me.options, me.filter);
-                settings.push(setting("bloom_bits", bits));
+            // 0 means no filter, as for shale and RocksDB: LevelDB would build a degenerate
+            // filter of 0 bits a key, which costs work and rejects nothing.
+            match config.bloom_bits {
+                Some(0) => settings.push("bloom_bits=0 (no filter)".to_string()),
+                Some(bits) => {
+                    me.filter = ffi::leveldb_filterpolicy_create_bloom(bits as libc::c_int);
+                    ffi::leveldb_options_set_filter_policy(me.options, me.filter);
+                    settings.push(setting("bloom_bits", bits));
+                }
+                None => {}
             }
         }
         settings.push(setting("sync", config.sync));
@@ -239,10 +245,11 @@ impl Engine for LevelDb {
             )
         };
         take_error("get", err)?;
+        // Cleared on a miss too, as the trait says: a stale value would count in MB/s.
+        out.clear();
         if value.is_null() {
             return Ok(false);
         }
-        out.clear();
         // SAFETY: a non-null result points at `len` malloc'd bytes that we own; we copy them
         // and free the buffer once.
         unsafe {

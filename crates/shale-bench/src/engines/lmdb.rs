@@ -254,11 +254,12 @@ impl Engine for Lmdb {
         // SAFETY: the read transaction is open; on success `v` points into the map, valid
         // until the transaction ends, and is copied before that.
         let rc = unsafe { ffi::mdb_get(txn.txn, self.dbi, &mut k, &mut v) };
+        // Cleared on a miss too, as the trait says: a stale value would count in MB/s.
+        out.clear();
         if rc == ffi::MDB_NOTFOUND {
             return Ok(false);
         }
         check("get", rc)?;
-        out.clear();
         // SAFETY: as above.
         out.extend_from_slice(unsafe { as_slice(&v) });
         Ok(true)

@@ -308,10 +308,11 @@ impl Engine for RocksDb {
             ffi::rocksdb_get_pinned(self.db, self.read, key.as_ptr().cast(), key.len(), &mut err)
         };
         take_error(self.name(), "get", err)?;
+        // Cleared on a miss too, as the trait says: a stale value would count in MB/s.
+        out.clear();
         if pinned.is_null() {
             return Ok(false);
         }
-        out.clear();
         // SAFETY: the pinned slice owns (or pins) `len` bytes until destroyed; we copy them
         // and destroy it once.
         unsafe {

@@ -70,8 +70,17 @@ impl Sqlite {
         let synchronous = if config.sync { "FULL" } else { "OFF" };
         conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
             .map_err(sql_err("pragma locking_mode"))?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))
+        // SQLite answers with the mode it took, which need not be the one asked for.
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
             .map_err(sql_err("pragma journal_mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::engine(
+                NAME,
+                "pragma journal_mode",
+                format!("asked for WAL, SQLite chose {mode}"),
+            ));
+        }
         conn.pragma_update(None, "synchronous", synchronous)
             .map_err(sql_err("pragma synchronous"))?;
         // A negative cache_size is a budget in KiB rather than in pages.
@@ -131,6 +140,8 @@ impl Engine for Sqlite {
     }
 
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        // Cleared on a miss too, as the trait says: a stale value would count in MB/s.
+        out.clear();
         let state = self.state.lock();
         let mut stmt = state
             .conn
