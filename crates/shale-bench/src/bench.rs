@@ -686,18 +686,23 @@ fn do_fdatasync(ctx: &Ctx<'_>) -> Result<Outcome> {
         |tid, prepared, st| {
             let (lo, hi) = share(total, ctx.threads(), tid);
             let path = path_of(tid);
-            let mut file = prepared?;
-            let mut values = ctx.values.generator(ctx.thread_seed(tid));
-            for _ in lo..hi {
-                file.write_all(values.generate(record_len))
-                    .map_err(io("write", &path))?;
-                file.sync_data().map_err(io("fdatasync", &path))?;
-                st.add_bytes(record_len as u64);
-                st.finished_ops(1);
-            }
-            drop(file);
-            std::fs::remove_file(&path).map_err(io("remove", &path))?;
-            Ok(())
+            let synced = || -> Result<()> {
+                let mut file = prepared?;
+                let mut values = ctx.values.generator(ctx.thread_seed(tid));
+                for _ in lo..hi {
+                    file.write_all(values.generate(record_len))
+                        .map_err(io("write", &path))?;
+                    file.sync_data().map_err(io("fdatasync", &path))?;
+                    st.add_bytes(record_len as u64);
+                    st.finished_ops(1);
+                }
+                Ok(())
+            };
+            let outcome = synced();
+            // Removed whether or not the writes worked, so a failed round leaves nothing.
+            let removed = std::fs::remove_file(&path);
+            outcome?;
+            removed.map_err(io("remove", &path))
         },
     )?;
     Ok(Outcome::Ran {

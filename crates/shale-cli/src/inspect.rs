@@ -236,8 +236,9 @@ fn ensure_log_file(fs: &PosixFs, path: &Path) -> CliResult {
         shale::wal::HeaderSniff::Foreign => Err(Failure::new(
             Exit::Corruption,
             format!(
-                "{}: not a shale log file (no \"shaleLOG\" header record at its start), or \
-                 one whose first bytes are damaged",
+                "{}: not a shale log file: no \"shaleLOG\" header record at its start (a log \
+                 whose first write was cut short by a crash would read as empty to recovery, \
+                 and is reported here too)",
                 path.display()
             ),
         )),
@@ -247,6 +248,12 @@ fn ensure_log_file(fs: &PosixFs, path: &Path) -> CliResult {
 pub fn wal_dump(ctx: &Context, path: &Path) -> CliResult {
     let enc = ctx.encoding;
     let fs = PosixFs::new();
+    if !path.exists() {
+        return Err(Failure::new(
+            Exit::Other,
+            format!("{} does not exist", path.display()),
+        ));
+    }
     let size = fs.file_size(path)?;
     ensure_log_file(&fs, path)?;
     let number = number_from_name(path, |t| match t {

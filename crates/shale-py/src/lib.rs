@@ -111,8 +111,16 @@ fn to_py_err(error: shale::Error) -> PyErr {
     let message = error.to_string();
     match error {
         shale::Error::Corruption { .. } => CorruptionError::new_err(message),
-        shale::Error::Io { .. } => Python::attach(|py| match io_error_type(py) {
-            Ok(class) => PyErr::from_type(class.clone(), message),
+        // With an errno, raised as OSError(errno, message, filename) so that code handling
+        // it as an OSError finds `errno`, `strerror` and `filename` set.
+        shale::Error::Io { source, path, .. } => Python::attach(|py| match io_error_type(py) {
+            Ok(class) => match source.raw_os_error() {
+                Some(errno) => PyErr::from_type(
+                    class.clone(),
+                    (errno, message, path.to_string_lossy().into_owned()),
+                ),
+                None => PyErr::from_type(class.clone(), message),
+            },
             Err(failed) => failed,
         }),
         shale::Error::InvalidArgument(_) => InvalidArgumentError::new_err(message),
@@ -692,7 +700,7 @@ impl PyIterator {
                 return Err(InvalidArgumentError::new_err("iterator is not valid"));
             }
             let data = if want_value {
-                cursor.iter.try_value().map_err(to_py_err)?
+                value_without_gil(py, &mut cursor.iter)?
             } else {
                 cursor.iter.key()
             };
@@ -794,8 +802,8 @@ impl PyIterator {
                 cursor.iter.status().map_err(to_py_err)?;
                 return Ok(None);
             }
-            let value = cursor.iter.try_value().map_err(to_py_err)?;
-            let pair = (bytes(py, cursor.iter.key()), bytes(py, value));
+            let value = bytes(py, value_without_gil(py, &mut cursor.iter)?);
+            let pair = (bytes(py, cursor.iter.key()), value);
             let iter = &mut cursor.iter;
             py.detach(|| iter.next());
             Ok(Some(pair))
@@ -870,9 +878,20 @@ impl PyRange {
             iter.status().map_err(to_py_err)?;
             return Ok(None);
         }
-        let value = iter.try_value().map_err(to_py_err)?;
-        Ok(Some((bytes(py, iter.key()), bytes(py, value))))
+        let value = bytes(py, value_without_gil(py, iter)?);
+        Ok(Some((bytes(py, iter.key()), value)))
     }
+}
+
+/// The current value of `iter`. A value kept in a blob file is read with the GIL released;
+/// the iterator keeps what it read, so the second call, with the GIL, only borrows it.
+fn value_without_gil<'a>(py: Python<'_>, iter: &'a mut DbIterator) -> PyResult<&'a [u8]> {
+    let reader = &mut *iter;
+    if let Some(e) = py.detach(move || reader.try_value().err()) {
+        return Err(to_py_err(e));
+    }
+    let iter: &'a DbIterator = iter;
+    iter.try_value().map_err(to_py_err)
 }
 
 /// The `shale` module.

@@ -290,8 +290,11 @@ impl Db {
     }
 
     /// Salvages what it can from a damaged database in `path`: every readable entry of every
-    /// table and WAL is rewritten under a new manifest; damaged files move to `path/lost/`.
-    /// The database must not be open.
+    /// table and WAL is rewritten under a new manifest; damaged files (and numbered `.log` files
+    /// that are not shale logs) move to `path/lost/`. The database must not be open. Refused,
+    /// with nothing changed, for a directory holding no shale files and for tables written with
+    /// a comparator other than `options.comparator` (`Error::InvalidArgument`). The new manifest
+    /// replaces the old in one atomic step, so a repair that stops halfway can be run again.
     pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<RepairReport> {
         repair::repair(path.as_ref(), options)
     }

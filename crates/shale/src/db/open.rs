@@ -38,9 +38,19 @@ fn refuse_to_create_over_database_files(fs: &dyn Fs, dir: &Path) -> Result<()> {
     for name in &names {
         match parse_file_name(name) {
             Some(FileType::Manifest(1)) => {}
-            Some(
-                FileType::Manifest(_) | FileType::Table(_) | FileType::Wal(_) | FileType::Blob(_),
-            ) => found.push(name),
+            Some(FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_)) => {
+                found.push(name)
+            }
+            // A `.log` counts only if it starts like a shale log: repair, which the refusal
+            // points to, takes nothing else for a WAL either.
+            Some(FileType::Wal(_))
+                if !matches!(
+                    crate::wal::sniff_header(fs, &dir.join(name)),
+                    Ok(crate::wal::HeaderSniff::Foreign | crate::wal::HeaderSniff::Blank)
+                ) =>
+            {
+                found.push(name)
+            }
             _ => {}
         }
     }

@@ -17,9 +17,7 @@ use super::background::{tally_blob_reference, BlobTally};
 use crate::batch::{blob_ref_of, WriteBatch};
 use crate::blob::BlobCache;
 use crate::error::{Error, Result};
-use crate::filename::{
-    current_file_name, lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType,
-};
+use crate::filename::{lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, InternalKeyComparator};
 use crate::memtable::MemTable;
@@ -253,20 +251,20 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         return Err(e);
     }
 
-    // Start a new manifest from scratch, numbered after every file, old and new.
-    for &n in &manifests {
-        let path = crate::filename::manifest_file_name(dir, n);
-        let _ = fs.remove(&path);
-    }
-    let _ = fs.remove(&current_file_name(dir));
+    // A new manifest from scratch, numbered after every file, old and new, written whole and
+    // named by CURRENT in one atomic step; only then do the old manifests go. Until that step
+    // CURRENT keeps naming the old manifest (or stays missing), so a repair that stops halfway
+    // leaves nothing that opens as a database without the salvaged tables.
     let mut versions = VersionSet::new(dir.to_path_buf(), options.clone());
-    versions.create_new_db()?;
-    versions.recover()?;
+    versions.reset_to_empty();
     versions.mark_file_number_used(next_number.saturating_sub(1));
     let log_number = versions.new_file_number();
     edit.log_number = Some(log_number);
     versions.set_last_sequence(last_sequence);
     versions.log_and_apply(edit)?;
+    for &n in &manifests {
+        let _ = fs.remove(&crate::filename::manifest_file_name(dir, n));
+    }
 
     // Keep damaged files for forensics; every other old table and WAL is now obsolete.
     let lost = dir.join("lost");

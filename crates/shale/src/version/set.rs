@@ -156,15 +156,26 @@ impl VersionSet {
             return Err(e);
         }
         set_current_file(self.fs(), &self.dir, FIRST_MANIFEST)?;
-        self.current = Arc::new(Version::empty(self.icmp.clone()));
+        self.reset_to_empty();
         self.next_file_number = FIRST_MANIFEST + 1;
         self.manifest_number = FIRST_MANIFEST;
+        Ok(())
+    }
+
+    /// Makes the in-memory state an empty database's without writing anything: the next
+    /// [`VersionSet::log_and_apply`] then writes a new manifest holding the whole state after
+    /// its edit and points `CURRENT` at it in one atomic step. Repair builds its database this
+    /// way, so that until that step `CURRENT` keeps naming the old manifest (an empty manifest
+    /// named by `CURRENT` first would make every table obsolete if the process stopped there).
+    pub(crate) fn reset_to_empty(&mut self) {
+        self.current = Arc::new(Version::empty(self.icmp.clone()));
+        self.next_file_number = 2;
+        self.manifest_number = 0;
         self.log_number = 0;
         self.last_sequence = 0;
         self.compact_pointers = Default::default();
         self.logged_pointers = Default::default();
         self.manifest = None;
-        Ok(())
     }
 
     /// Reads `CURRENT` and replays the manifest it names, installing the recovered version as

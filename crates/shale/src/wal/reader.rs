@@ -252,22 +252,14 @@ impl LogReader {
     }
 
     /// The file offset of the first intact fragment after the damaged one at `offset`, in the
-    /// current block. The scan starts past the damaged fragment's payload when its length is
-    /// plausible, so bytes of that payload are not mistaken for fragments.
+    /// current block. The scan starts one byte past the damaged fragment, not at the end its
+    /// length claims: a damaged length could claim past intact records and hide them. Bytes
+    /// of the damaged fragment's own payload pass for a fragment only if they hold a whole
+    /// fragment of this log with a matching checksum, and then the damage is reported as
+    /// corruption, never dropped.
     fn intact_fragment_later_in_block(&self, offset: u64) -> Option<u64> {
         let start = usize::try_from(offset.checked_sub(self.block_start)?).ok()?;
-        let claimed_end = self.block.get(start + 4..start + 7).map(|h| {
-            let header_size = match FragmentType::from_u8(h[2]) {
-                Some((_, true)) => RECYCLABLE_HEADER_SIZE,
-                _ => HEADER_SIZE,
-            };
-            start + header_size + usize::from(u16::from_le_bytes([h[0], h[1]]))
-        });
-        let from = match claimed_end {
-            Some(end) if end <= self.block.len() => end,
-            _ => start + 1,
-        };
-        (from..self.block.len())
+        (start + 1..self.block.len())
             .find(|&p| self.valid_fragment_at(p))
             .map(|p| self.block_start + p as u64)
     }
