@@ -145,6 +145,14 @@ fn merge_operator(name: &str) -> PyResult<Arc<dyn MergeOperator>> {
     }
 }
 
+/// Takes what `slot` holds (a cursor and what it pins) and drops it with the GIL released:
+/// dropping can unpin tables and memtables. Later uses find `None` and raise ClosedError.
+fn release<T: Send>(py: Python<'_>, slot: &Mutex<Option<T>>, what: &str) -> PyResult<()> {
+    let taken = lock_now(slot, what)?.take();
+    py.detach(move || drop(taken));
+    Ok(())
+}
+
 /// Locks a cursor or batch without ever waiting while the GIL is held (see the module doc).
 fn lock_now<'a, T>(mutex: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
     match mutex.try_lock() {
@@ -768,9 +776,7 @@ impl PyIterator {
     /// Releases the cursor and what it pins (tables, memtables, its snapshot). Calling it
     /// again does nothing; any other use afterwards raises ClosedError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let cursor = lock_now(&self.cursor, "iterator")?.take();
-        py.detach(move || drop(cursor));
-        Ok(())
+        release(py, &self.cursor, "iterator")
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -830,9 +836,7 @@ impl PyRange {
     /// Releases the range's cursor and what it pins. Calling it again does nothing; iterating
     /// afterwards raises ClosedError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let state = lock_now(&self.state, "range")?.take();
-        py.detach(move || drop(state));
-        Ok(())
+        release(py, &self.state, "range")
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
