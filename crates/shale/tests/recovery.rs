@@ -25,6 +25,14 @@ fn kv(i: u32) -> (Vec<u8>, Vec<u8>) {
     )
 }
 
+/// Writes keys `0..n` with [`kv`]'s values.
+fn put_all(db: &Db, n: u32) {
+    for i in 0..n {
+        let (k, v) = kv(i);
+        db.put(&k, &v).expect("put");
+    }
+}
+
 fn check_all(db: &Db, n: u32) {
     for i in 0..n {
         let (k, v) = kv(i);
@@ -40,10 +48,7 @@ fn reopen_after_clean_close_keeps_wal_and_table_data() {
     let dir = Path::new("/db");
     {
         let db = Db::open(dir, small_options(&fs)).expect("open");
-        for i in 0..3000 {
-            let (k, v) = kv(i);
-            db.put(&k, &v).expect("put");
-        }
+        put_all(&db, 3000);
         let stats = db.stats();
         assert!(
             stats.flushes > 0,
@@ -59,10 +64,7 @@ fn reopen_without_close_recovers_from_the_wal() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
     let db = Db::open(dir, small_options(&fs)).expect("open");
-    for i in 0..500 {
-        let (k, v) = kv(i);
-        db.put(&k, &v).expect("put");
-    }
+    put_all(&db, 500);
     // Simulate a process that died: the handle (and its lock) is never dropped, so clear the
     // lock by copying every file into a fresh filesystem.
     let copy = MemFs::new();
@@ -181,10 +183,7 @@ fn read_only_open_sees_wal_and_tables_and_refuses_writes() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
     let db = Db::open(dir, small_options(&fs)).expect("open");
-    for i in 0..1500 {
-        let (k, v) = kv(i);
-        db.put(&k, &v).expect("put");
-    }
+    put_all(&db, 1500);
     // Opened while the writer still holds the lock: read-only takes none.
     let ro = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
     check_all(&ro, 1500);
@@ -229,10 +228,7 @@ fn open_refuses_to_create_over_a_database_that_lost_current() {
     let dir = Path::new("/db");
     {
         let db = Db::open(dir, small_options(&fs)).expect("open");
-        for i in 0..3000 {
-            let (k, v) = kv(i);
-            db.put(&k, &v).expect("put");
-        }
+        put_all(&db, 3000);
     }
     fs.remove(&dir.join("CURRENT")).expect("remove CURRENT");
     let snapshot = |fs: &MemFs| -> Vec<(String, Option<Vec<u8>>)> {
@@ -405,10 +401,7 @@ fn compact_range_deletes_the_wal_files_kept_for_reuse() {
     let fs = MemFs::new();
     let dir = Path::new("/db");
     let db = Db::open(dir, small_options(&fs)).expect("open");
-    for i in 0..2000 {
-        let (k, v) = kv(i);
-        db.put(&k, &v).expect("put");
-    }
+    put_all(&db, 2000);
     let wals = |fs: &MemFs| {
         fs.list(dir)
             .expect("list")
