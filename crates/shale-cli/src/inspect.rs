@@ -228,6 +228,17 @@ pub fn sst_dump(ctx: &Context, path: &Path, verify: bool, entries: bool) -> CliR
 }
 
 /// `wal-dump FILE`.
+/// A missing file is "anything else" (exit 5), like a missing database, not an I/O error.
+fn must_exist(path: &Path) -> CliResult {
+    if path.exists() {
+        return Ok(());
+    }
+    Err(Failure::new(
+        Exit::Other,
+        format!("{} does not exist", path.display()),
+    ))
+}
+
 /// Refuses a file that does not start like a shale log: the log reader would take it for a
 /// log torn at its first byte, and the dump would report an empty log with success.
 fn ensure_log_file(fs: &PosixFs, path: &Path) -> CliResult {
@@ -248,12 +259,7 @@ fn ensure_log_file(fs: &PosixFs, path: &Path) -> CliResult {
 pub fn wal_dump(ctx: &Context, path: &Path) -> CliResult {
     let enc = ctx.encoding;
     let fs = PosixFs::new();
-    if !path.exists() {
-        return Err(Failure::new(
-            Exit::Other,
-            format!("{} does not exist", path.display()),
-        ));
-    }
+    must_exist(path)?;
     let size = fs.file_size(path)?;
     ensure_log_file(&fs, path)?;
     let number = number_from_name(path, |t| match t {
@@ -398,12 +404,7 @@ pub fn resolve_manifest(fs: &dyn Fs, path: &Path) -> CliResult<(PathBuf, u64)> {
         }
         return Ok((manifest, number));
     }
-    if !path.exists() {
-        return Err(Failure::new(
-            Exit::Other,
-            format!("{} does not exist", path.display()),
-        ));
-    }
+    must_exist(path)?;
     let number = number_from_name(path, |t| match t {
         FileType::Manifest(n) => Some(n),
         _ => None,

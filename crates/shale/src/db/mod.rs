@@ -4,7 +4,8 @@
 //! Locking: `state` (a mutex) guards the memtables' lifecycle, the version set, the writer
 //! queue and background bookkeeping. Readers never take it: they load the current [`ReadView`]
 //! and then the published sequence number (in that order, so that no compaction the view
-//! reflects dropped a version the sequence number needs; see `DbInner::read_sequence`). Only the writer at the head of the queue touches the WAL and inserts into the
+//! reflects dropped a version the sequence number needs; see `DbInner::read_sequence`). Only
+//! the writer at the head of the queue touches the WAL and inserts into the
 //! active memtable, with `state` released while it does.
 
 mod background;

@@ -28,36 +28,39 @@ use crate::table_cache::TableCache;
 use crate::version::{VersionEdit, VersionSet};
 use crate::wal::{LogKind, LogReader, LogWriter};
 
+/// Names of the files in `dir` that hold database data: manifests, tables, blob files, and
+/// numbered `.log` files that start like a shale log (or cannot be read to tell). `open` and
+/// repair decide with it whether a directory is a database, so that they agree: a `.log` that
+/// is not shale's (`20240601.log`) makes no directory a database.
+pub(super) fn database_files(fs: &dyn Fs, dir: &Path) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    for name in fs.list(dir)? {
+        let data = match parse_file_name(&name) {
+            Some(FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_)) => true,
+            Some(FileType::Wal(_)) => !matches!(
+                crate::wal::sniff_header(fs, &dir.join(&name)),
+                Ok(crate::wal::HeaderSniff::Foreign | crate::wal::HeaderSniff::Blank)
+            ),
+            _ => false,
+        };
+        if data {
+            found.push(name);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 /// A directory without `CURRENT` is a new database only if it holds no shale data: creating
 /// one over a damaged database (its `CURRENT` lost) would overwrite its first manifest and
 /// delete its tables as obsolete. An interrupted creation, which leaves `MANIFEST-000001` and
 /// nothing else, is created again.
 fn refuse_to_create_over_database_files(fs: &dyn Fs, dir: &Path) -> Result<()> {
-    let mut found: Vec<&String> = Vec::new();
-    let names = fs.list(dir)?;
-    for name in &names {
-        match parse_file_name(name) {
-            Some(FileType::Manifest(1)) => {}
-            Some(FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_)) => {
-                found.push(name)
-            }
-            // A `.log` counts only if it starts like a shale log: repair, which the refusal
-            // points to, takes nothing else for a WAL either.
-            Some(FileType::Wal(_))
-                if !matches!(
-                    crate::wal::sniff_header(fs, &dir.join(name)),
-                    Ok(crate::wal::HeaderSniff::Foreign | crate::wal::HeaderSniff::Blank)
-                ) =>
-            {
-                found.push(name)
-            }
-            _ => {}
-        }
-    }
+    let mut found = database_files(fs, dir)?;
+    found.retain(|name| parse_file_name(name) != Some(FileType::Manifest(1)));
     if found.is_empty() {
         return Ok(());
     }
-    found.sort();
     let shown: Vec<&str> = found.iter().take(5).map(|n| n.as_str()).collect();
     let more = found.len().saturating_sub(shown.len());
     Err(Error::corruption(

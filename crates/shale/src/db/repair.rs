@@ -17,7 +17,9 @@ use super::background::{tally_blob_reference, BlobTally};
 use crate::batch::{blob_ref_of, WriteBatch};
 use crate::blob::BlobCache;
 use crate::error::{Error, Result};
-use crate::filename::{lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType};
+use crate::filename::{
+    current_file_name, lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType,
+};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, InternalKeyComparator};
 use crate::memtable::MemTable;
@@ -85,7 +87,11 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let mut foreign_logs = Vec::new();
     wals.retain(|&n| {
         let path = wal_file_name(dir, n);
-        let foreign = matches!(log_header_kind(fs.as_ref(), &path), HeaderSniff::Foreign);
+        // An unreadable one is kept, so the log reader, which opens it next, reports why.
+        let foreign = matches!(
+            crate::wal::sniff_header(fs.as_ref(), &path),
+            Ok(HeaderSniff::Foreign)
+        );
         if foreign {
             foreign_logs.push(path);
         }
@@ -291,19 +297,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
 /// Refuses a directory with nothing of a shale database in it: repair would take its numbered
 /// `.log` files for WALs and write a new database over it.
 fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
-    let found = fs
-        .list(dir)?
-        .iter()
-        .any(|name| match parse_file_name(name) {
-            Some(
-                FileType::Current | FileType::Manifest(_) | FileType::Table(_) | FileType::Blob(_),
-            ) => true,
-            Some(FileType::Wal(_)) => {
-                matches!(log_header_kind(fs, &dir.join(name)), HeaderSniff::Log)
-            }
-            _ => false,
-        });
-    if found {
+    if fs.exists(&current_file_name(dir)) || !super::open::database_files(fs, dir)?.is_empty() {
         return Ok(());
     }
     Err(Error::InvalidArgument(format!(
@@ -311,12 +305,6 @@ fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
          shale WALs): nothing to repair, and nothing was changed",
         dir.display()
     )))
-}
-
-/// What a numbered `.log` file is. An unreadable one counts as a log, so the log reader, which
-/// opens it next, reports why.
-fn log_header_kind(fs: &dyn crate::env::Fs, path: &Path) -> HeaderSniff {
-    crate::wal::sniff_header(fs, path).unwrap_or(HeaderSniff::Log)
 }
 
 /// Where [`write_tables`] puts what it writes.
