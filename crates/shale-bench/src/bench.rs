@@ -191,8 +191,21 @@ impl Benchmark {
 
 /// What one benchmark produced before the driver adds disk and memory figures.
 enum Outcome {
-    Ran { stats: BenchStats, message: String },
-    Note { status: Status, message: String },
+    Ran {
+        stats: BenchStats,
+        message: String,
+    },
+    /// A synced fill with the raw `fdatasync` rate measured around it
+    /// ([`beside_sync_floor`]).
+    RanBesideFloor {
+        stats: BenchStats,
+        message: String,
+        floor_ops_per_sec: f64,
+    },
+    Note {
+        status: Status,
+        message: String,
+    },
 }
 
 /// Inputs shared by a benchmark's client threads.
@@ -711,6 +724,53 @@ fn do_fdatasync(ctx: &Ctx<'_>) -> Result<Outcome> {
     })
 }
 
+/// Runs `fill` (fillsync) between two runs of [`do_fdatasync`]'s loop, same thread count and
+/// sync count, so the disk's limit is measured beside the engine rather than minutes away in
+/// the `fdatasync` row: this disk's sync latency drifts by a quarter from one minute to the
+/// next, more than the gap being judged. The floor is the rate of the two runs' mean time
+/// per sync; a drift within the fill cancels out when it is steady.
+fn beside_sync_floor(ctx: &Ctx<'_>, fill: impl FnOnce() -> Result<Outcome>) -> Result<Outcome> {
+    // The floor's syncs are not the benchmark's operations: no progress bar for them.
+    let quiet = Ctx {
+        progress: Progress::hidden(),
+        ..*ctx
+    };
+    let seconds_per_sync = |outcome: Outcome| match outcome {
+        Outcome::Ran { stats, .. } if stats.ops > 0 && stats.wall_seconds > 0.0 => {
+            Ok(stats.wall_seconds / stats.ops as f64)
+        }
+        _ => Err(Error::Internal(
+            "the fdatasync floor produced no figures".to_string(),
+        )),
+    };
+    let before = seconds_per_sync(do_fdatasync(&quiet)?)?;
+    let outcome = fill()?;
+    let after = seconds_per_sync(do_fdatasync(&quiet)?)?;
+    let floor_ops_per_sec = 2.0 / (before + after);
+    match outcome {
+        Outcome::Ran { stats, message } => {
+            let share = stats.ops_per_sec() / floor_ops_per_sec;
+            let floor = format!(
+                "{:.0}% of {} raw syncs/s measured around it",
+                share * 100.0,
+                crate::output::thousands(floor_ops_per_sec.round() as u64)
+            );
+            // `(1000 ops)` becomes `(1000 ops; 97% of ...)`.
+            let message = match message.strip_suffix(')') {
+                Some(open) if open.starts_with('(') => format!("{open}; {floor})"),
+                _ if message.is_empty() => format!("({floor})"),
+                _ => format!("{message} ({floor})"),
+            };
+            Ok(Outcome::RanBesideFloor {
+                message,
+                stats,
+                floor_ops_per_sec,
+            })
+        }
+        other => Ok(other),
+    }
+}
+
 fn do_codec(ctx: &Ctx<'_>, codec: Codec) -> Result<Outcome> {
     let num = ctx.settings.flags.num;
     let total = match codec {
@@ -790,14 +850,16 @@ fn run_one(ctx: &Ctx<'_>, bench: Benchmark) -> Result<Outcome> {
         Benchmark::FillRandom | Benchmark::Overwrite => {
             write(Order::Random, num, value_size, 1, false, false)
         }
-        Benchmark::FillSync => write(
-            Order::Random,
-            (num / SMALL_FILL_DIVISOR).max(1),
-            value_size,
-            1,
-            true,
-            false,
-        ),
+        Benchmark::FillSync => beside_sync_floor(ctx, || {
+            write(
+                Order::Random,
+                (num / SMALL_FILL_DIVISOR).max(1),
+                value_size,
+                1,
+                true,
+                false,
+            )
+        }),
         Benchmark::FillBatch => write(
             Order::Sequential,
             num,
@@ -1177,7 +1239,7 @@ fn suite_body(
 /// Turns an outcome into its record and printed line, measuring disk usage of `dir` when
 /// given and the peak memory so far.
 fn finish_record(name: &str, outcome: Outcome, dir: Option<&Path>) -> Result<BenchRecord> {
-    let (stats, message) = match outcome {
+    let (stats, message, floor) = match outcome {
         Outcome::Note { status, message } => {
             let line = if status == Status::Info {
                 note_line(name, "")
@@ -1186,7 +1248,12 @@ fn finish_record(name: &str, outcome: Outcome, dir: Option<&Path>) -> Result<Ben
             };
             return Ok(BenchRecord::note(name, status, message, line));
         }
-        Outcome::Ran { stats, message } => (stats, message),
+        Outcome::Ran { stats, message } => (stats, message, None),
+        Outcome::RanBesideFloor {
+            stats,
+            message,
+            floor_ops_per_sec,
+        } => (stats, message, Some(floor_ops_per_sec)),
     };
     let micros = stats.micros_per_op();
     let mb = stats.mb_per_sec();
@@ -1207,6 +1274,8 @@ fn finish_record(name: &str, outcome: Outcome, dir: Option<&Path>) -> Result<Ben
         peak_rss_bytes: sysinfo::peak_rss_bytes(),
         histogram: stats.histogram.as_ref().map(|h| h.summary()),
         round_ops_per_sec: Vec::new(),
+        sync_floor_ops_per_sec: floor,
+        round_sync_floor_ops_per_sec: Vec::new(),
     })
 }
 

@@ -159,6 +159,14 @@ pub fn comparison_table(run: &RunRecord) -> String {
             text.push('\n');
         }
     }
+    for (i, label) in labels.iter().enumerate() {
+        if let Some(summary) = run.sync_floor_summary(i) {
+            text.push_str(&format!(
+                "{label}: share of the raw fdatasync rate measured around it, median of \
+                 rounds: {summary}\n"
+            ));
+        }
+    }
     text
 }
 

@@ -57,6 +57,13 @@ pub struct BenchRecord {
     /// with the median figure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_ops_per_sec: Vec<f64>,
+    /// fillsync only: the raw `fdatasync` rate (same threads, same count) measured just
+    /// before and just after it, the disk's limit beside the figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_floor_ops_per_sec: Option<f64>,
+    /// With `--repeat`, every round's `sync_floor_ops_per_sec`, in round order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_sync_floor_ops_per_sec: Vec<f64>,
 }
 
 impl BenchRecord {
@@ -78,7 +85,31 @@ impl BenchRecord {
             histogram: None,
             line,
             round_ops_per_sec: Vec::new(),
+            sync_floor_ops_per_sec: None,
+            round_sync_floor_ops_per_sec: Vec::new(),
         }
+    }
+
+    /// fillsync's share of the disk's sync rate measured around it, in every round (one
+    /// share without `--repeat`); empty for other benchmarks.
+    pub fn sync_floor_shares(&self) -> Vec<f64> {
+        let share = |ops: f64, floor: f64| ops / floor;
+        if self.round_sync_floor_ops_per_sec.len() == self.round_ops_per_sec.len()
+            && !self.round_ops_per_sec.is_empty()
+        {
+            return self
+                .round_ops_per_sec
+                .iter()
+                .zip(&self.round_sync_floor_ops_per_sec)
+                .filter(|(_, floor)| **floor > 0.0)
+                .map(|(ops, floor)| share(*ops, *floor))
+                .collect();
+        }
+        self.sync_floor_ops_per_sec
+            .filter(|floor| *floor > 0.0)
+            .map(|floor| share(self.ops_per_sec, floor))
+            .into_iter()
+            .collect()
     }
 }
 
@@ -152,6 +183,41 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// For the row at `position` when its records carry a sync floor (fillsync): each
+    /// engine's share of the raw `fdatasync` rate measured around it, the median of its
+    /// rounds with every round in brackets, e.g. `shale 97% (95% / 99% / 91%)`.
+    pub fn sync_floor_summary(&self, position: usize) -> Option<String> {
+        let percent = |share: f64| format!("{:.0}%", share * 100.0);
+        let parts: Vec<String> = self
+            .engines
+            .iter()
+            .filter_map(|engine| {
+                let record = engine.results.get(position)?;
+                if record.status != Status::Ok {
+                    return None;
+                }
+                let mut shares = record.sync_floor_shares();
+                if shares.is_empty() {
+                    return None;
+                }
+                let rounds: Vec<String> = shares.iter().map(|s| percent(*s)).collect();
+                shares.sort_by(f64::total_cmp);
+                let median = shares[(shares.len() - 1) / 2];
+                Some(if rounds.len() > 1 {
+                    format!(
+                        "{} {} ({})",
+                        engine.info.name,
+                        percent(median),
+                        rounds.join(" / ")
+                    )
+                } else {
+                    format!("{} {}", engine.info.name, percent(median))
+                })
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     /// The engine that ratios are taken against: shale when it ran, else the first.
     pub fn reference_engine(&self) -> Option<&EngineRecord> {
         self.engines
@@ -215,6 +281,12 @@ impl EngineRecord {
             order.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
             let mut median = order[(order.len() - 1) / 2].clone();
             median.round_ops_per_sec = here.iter().map(|r| r.ops_per_sec).collect();
+            if here.iter().all(|r| r.sync_floor_ops_per_sec.is_some()) {
+                median.round_sync_floor_ops_per_sec = here
+                    .iter()
+                    .filter_map(|r| r.sync_floor_ops_per_sec)
+                    .collect();
+            }
             results.push(median);
         }
         // The round whose heap grew most, with its own baseline, so growth is not mixed up.
@@ -240,7 +312,7 @@ impl EngineRecord {
 pub(crate) mod tests_support {
     use super::*;
 
-    fn ok(name: &str, ops_per_sec: f64, disk: Option<u64>, scale: f64) -> BenchRecord {
+    pub(crate) fn ok(name: &str, ops_per_sec: f64, disk: Option<u64>, scale: f64) -> BenchRecord {
         BenchRecord {
             name: name.to_string(),
             status: Status::Ok,
@@ -263,6 +335,8 @@ pub(crate) mod tests_support {
             histogram: None,
             line: String::new(),
             round_ops_per_sec: Vec::new(),
+            sync_floor_ops_per_sec: (name == "fillsync").then_some(ops_per_sec * 1.25),
+            round_sync_floor_ops_per_sec: Vec::new(),
         }
     }
 
@@ -385,6 +459,59 @@ mod tests {
             "the failed round's record, not a figure from the rounds that worked"
         );
         assert!(EngineRecord::median_of_rounds(&[]).is_none());
+    }
+
+    /// fillsync's share of the floor measured around it is taken round by round (each round
+    /// against its own floor), and the summary gives the median share with every round's.
+    #[test]
+    fn fillsync_shares_are_per_round_against_the_floor_beside_each() {
+        let mut base = sample_run();
+        for engine in &mut base.engines {
+            engine.results = vec![tests_support::ok("fillsync", 6_000.0, None, 1.0)];
+        }
+        assert_eq!(base.engines[0].results[0].sync_floor_shares(), vec![0.8]);
+        assert_eq!(
+            base.sync_floor_summary(0).as_deref(),
+            Some("shale 80%, leveldb 80%, lmdb 80%")
+        );
+        assert!(base.sync_floor_summary(1).is_none(), "no such row");
+
+        // The round with the median ops/s is not the round with the median share.
+        let one = base.engines.swap_remove(0);
+        let rounds: Vec<EngineRecord> =
+            [(6_000.0, 6_000.0), (7_000.0, 10_000.0), (5_000.0, 6_250.0)]
+                .iter()
+                .map(|&(ops, floor)| {
+                    let mut r = one.clone();
+                    r.results[0].ops_per_sec = ops;
+                    r.results[0].sync_floor_ops_per_sec = Some(floor);
+                    r
+                })
+                .collect();
+        let merged = EngineRecord::median_of_rounds(&rounds).expect("three rounds");
+        assert_eq!(
+            merged.results[0].round_sync_floor_ops_per_sec,
+            vec![6e3, 1e4, 6.25e3]
+        );
+        assert_eq!(merged.results[0].sync_floor_shares(), vec![1.0, 0.7, 0.8]);
+        base.engines = vec![merged];
+        assert_eq!(
+            base.sync_floor_summary(0).as_deref(),
+            Some("shale 80% (100% / 70% / 80%)")
+        );
+
+        // A round without a floor (an older record) leaves the per-round shares out.
+        let mut old = rounds.clone();
+        old[1].results[0].sync_floor_ops_per_sec = None;
+        let merged = EngineRecord::median_of_rounds(&old).expect("rounds");
+        assert!(merged.results[0].round_sync_floor_ops_per_sec.is_empty());
+        let json = serde_json::to_string(&merged.results[0]).expect("encode");
+        assert!(json.contains("\"sync_floor_ops_per_sec\""), "{json}");
+        let read: BenchRecord = serde_json::from_str(&json).expect("decode");
+        assert_eq!(
+            read.sync_floor_ops_per_sec,
+            merged.results[0].sync_floor_ops_per_sec
+        );
     }
 
     /// A `--lockstep` child sends its record as JSON; the parent must read back every figure.

@@ -156,6 +156,12 @@ pub fn render(run: &RunRecord) -> String {
             continue;
         }
         chart(&mut html, label, &rows);
+        if let Some(summary) = run.sync_floor_summary(i) {
+            notes.push(format!(
+                "Share of the raw fdatasync rate measured just before and after each \
+                 engine's run: {summary}"
+            ));
+        }
         for note in notes {
             let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(&note));
         }
