@@ -5,7 +5,7 @@
 //! | 0 | success |
 //! | 1 | not found: `get` of a missing key |
 //! | 2 | usage: bad arguments, a bad escape or encoding, malformed `load` input |
-//! | 3 | corruption: damaged data, or `check` found a problem |
+//! | 3 | corruption: damaged data, `check` found a problem, or `repair` lost data |
 //! | 4 | I/O: the operating system refused a read or write |
 //! | 5 | anything else: the database is in use, does not exist, a confirmation was declined |
 //!

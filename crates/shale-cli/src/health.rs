@@ -763,7 +763,20 @@ pub fn repair(ctx: &Context, db_path: &Path) -> CliResult {
         writeln!(out, "  damaged file kept as {}", path.display())?;
     }
     out.flush()?;
-    Ok(())
+    // The database is consistent either way, but a script that repairs and carries on must be
+    // able to tell that data was lost without parsing the report.
+    if report.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            Exit::Corruption,
+            format!(
+                "{} was repaired, but the {} losses listed above could not be salvaged",
+                db_path.display(),
+                report.problems.len()
+            ),
+        ))
+    }
 }
 
 /// `checkpoint DB DEST`.

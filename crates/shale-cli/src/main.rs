@@ -42,7 +42,7 @@ Exit codes:
   0  success
   1  not found (get of a missing key)
   2  usage: bad arguments, a bad escape or encoding, malformed load input
-  3  corruption: damaged data, or check found a problem
+  3  corruption: damaged data, check found a problem, or repair lost data
   4  I/O error, or the output closed before a dump or a check was complete (other commands
      stop quietly with 0 when their reader goes away, as `shale scan db | head` expects)
   5  anything else, e.g. the database is in use by another process or does not exist"
@@ -266,7 +266,12 @@ enum Command {
         to: Option<OsString>,
     },
     /// Salvage a damaged database: rewrite every readable entry, move damaged files to lost/.
-    #[command(after_help = "Example:\n  shale repair ./db")]
+    #[command(
+        long_about = "Salvage a damaged database: rewrite every readable entry, move damaged \
+            files to lost/. Prints what it scanned, salvaged and lost; exits with code 3 when \
+            anything was lost (a torn WAL tail too), 0 when nothing was.",
+        after_help = "Example:\n  shale repair ./db"
+    )]
     Repair {
         /// Database directory.
         db: PathBuf,

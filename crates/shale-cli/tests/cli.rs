@@ -589,7 +589,17 @@ fn repair_restores_every_undamaged_key_after_a_table_is_truncated() {
     let out = run(&[OsStr::new("check"), db.as_os_str()]);
     assert_eq!(code(&out), EXIT_CORRUPTION, "{}", stdout(&out));
     let out = run(&[OsStr::new("repair"), db.as_os_str()]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        code(&out),
+        EXIT_CORRUPTION,
+        "data was lost: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("losses listed above"),
+        "{}",
+        stderr(&out)
+    );
     let name = damaged.file_name().and_then(|n| n.to_str()).expect("name");
     assert!(
         stdout(&out).contains(name),
