@@ -109,9 +109,13 @@ pub fn parse_file_name(name: &str) -> Option<FileType> {
 /// file named `18446744073709551615.sst` would otherwise wrap the counter to 0).
 pub const MAX_FILE_NUMBER: u64 = 1 << 62;
 
-/// A file number: ASCII digits only (no sign, no spaces), at most [`MAX_FILE_NUMBER`].
+/// A file number as shale prints it: ASCII digits only (no sign, no spaces), six of them or
+/// more without a leading zero (`000012`, `1234567`), at most [`MAX_FILE_NUMBER`]. Only the
+/// printed form parses because every file is opened under the name shale prints for its
+/// number: `12.log` read as WAL 12 would send recovery to a `000012.log` that is not there.
 fn parse_number(digits: &str) -> Option<u64> {
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let canonical = digits.len() == 6 || (digits.len() > 6 && !digits.starts_with('0'));
+    if !canonical || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok().filter(|&n| n <= MAX_FILE_NUMBER)
@@ -180,8 +184,10 @@ mod tests {
         assert_eq!(parse_file_name("LOG"), Some(FileType::InfoLog));
         assert_eq!(parse_file_name("LOG.old"), Some(FileType::InfoLog));
         assert_eq!(parse_file_name("CURRENT.dbtmp"), Some(FileType::Temp));
-        // Short numbers (as another tool might write) still parse.
-        assert_eq!(parse_file_name("7.sst"), Some(FileType::Table(7)));
+        assert_eq!(
+            parse_file_name("1234567.sst"),
+            Some(FileType::Table(1_234_567))
+        );
     }
 
     #[test]
@@ -202,6 +208,15 @@ mod tests {
             ".log",
             "12.LOG",
             "12.log.bak",
+            // Not as shale prints numbers: it would open them as `000012.log`.
+            "12.log",
+            "7.sst",
+            "00012.blob",
+            "0000012.log",
+            "01234567.sst",
+            "MANIFEST-1",
+            "MANIFEST-0000001",
+            "12.dbtmp",
             "x12.log",
             "-1.log",
             "+1.sst",

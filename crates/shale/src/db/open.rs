@@ -152,9 +152,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
             _ => {}
         }
     }
-    // `12.log` and `000012.log` both parse as WAL 12, which is read from the latter once.
     wals.sort_unstable();
-    wals.dedup();
     let mut edit = VersionEdit::default();
     let mut last_sequence = recovered.last_sequence;
     let mut mem = Arc::new(MemTable::new(icmp.clone()));

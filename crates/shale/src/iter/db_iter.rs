@@ -362,10 +362,19 @@ impl DbIterator {
         self.valid = false;
     }
 
+    /// Where the entry at the inner cursor came from, for an error about it: its table, or
+    /// the memtable.
+    fn entry_source(&self) -> std::path::PathBuf {
+        self.inner
+            .source()
+            .map_or_else(|| "<memtable>".into(), std::path::Path::to_path_buf)
+    }
+
     fn corrupt_key(&mut self) {
         let key = self.inner.key().to_vec();
+        let source = self.entry_source();
         self.fail(Error::corruption(
-            "<iterator>",
+            source,
             0,
             format!("malformed internal key {key:?}"),
         ));
@@ -454,10 +463,13 @@ impl DbIterator {
         }
     }
 
+    /// The expiring value at the inner cursor, an entry of `saved_key`, is too short to hold
+    /// its expiry.
     fn corrupt_value(&mut self) {
         let key = String::from_utf8_lossy(&self.saved_key).into_owned();
+        let source = self.entry_source();
         self.fail(Error::corruption(
-            "<iterator>",
+            source,
             0,
             format!("expiring value of key {key:?} is shorter than its expiry"),
         ));
@@ -875,5 +887,51 @@ mod tests {
         assert!(!it.valid());
         assert!(it.status().is_err());
         let _ = StringAppendOperator::new(b",");
+    }
+
+    /// A damaged entry is reported with the file it was read from (a table), or as the
+    /// memtable's when it came from memory, in both directions.
+    #[test]
+    fn a_damaged_entry_names_the_file_it_came_from() {
+        let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
+        let entries = || {
+            vec![
+                (make_internal_key(b"a", 1, ValueKind::Value), b"ok".to_vec()),
+                // An expiring value must start with its 8-byte expiry.
+                (
+                    make_internal_key(b"b", 2, ValueKind::ExpiringValue),
+                    b"abc".to_vec(),
+                ),
+            ]
+        };
+        for (source, want) in [
+            (Some("/db/000042.sst"), "/db/000042.sst"),
+            (None, "<memtable>"),
+        ] {
+            let inner = match source {
+                Some(path) => VecIterator::from_file(entries(), icmp.clone(), path),
+                None => VecIterator::new(entries(), icmp.clone()),
+            };
+            let ctx = ReadContext {
+                icmp: icmp.clone(),
+                sequence: 10,
+                now_micros: 0,
+                merge_operator: None,
+                blobs: None,
+            };
+            let mut it = DbIterator::new(Box::new(inner), ctx, None, None, Box::new(()));
+            it.seek_to_first();
+            assert!(it.valid());
+            it.next();
+            assert!(!it.valid());
+            let e = it.status().expect_err("damaged entry");
+            assert!(e.is_corruption(), "{e}");
+            let text = e.to_string();
+            assert!(text.contains(want) && text.contains("\"b\""), "{text}");
+            it.seek_to_last();
+            assert!(!it.valid());
+            let text = it.status().expect_err("damaged entry").to_string();
+            assert!(text.contains(want), "{text}");
+        }
     }
 }

@@ -241,4 +241,8 @@ impl<S: LevelSource> InternalIterator for LevelIterator<S> {
             None => Ok(()),
         }
     }
+
+    fn source(&self) -> Option<&std::path::Path> {
+        self.current.as_ref().and_then(|c| c.get().source())
+    }
 }

@@ -346,6 +346,10 @@ impl InternalIterator for MergingIterator {
         }
     }
 
+    fn source(&self) -> Option<&std::path::Path> {
+        self.current().and_then(|i| self.children[i].source())
+    }
+
     fn status(&self) -> Result<()> {
         match self.failed {
             Some(i) => self.children[i].status(),

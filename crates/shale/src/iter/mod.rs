@@ -30,6 +30,11 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met, if any.
     fn status(&self) -> Result<()>;
+    /// The file the current entry was read from, for error messages; `None` for entries held
+    /// in memory. REQUIRES: `valid()`.
+    fn source(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
 mod db_iter;

@@ -13,6 +13,8 @@ pub(crate) struct VecIterator {
     /// An entry that cannot be read: a move onto it leaves the iterator invalid with an error.
     fail_at: Option<usize>,
     failed: bool,
+    /// The file its entries claim to come from ([`InternalIterator::source`]).
+    source: Option<std::path::PathBuf>,
 }
 
 impl VecIterator {
@@ -24,6 +26,19 @@ impl VecIterator {
             pos: None,
             fail_at: None,
             failed: false,
+            source: None,
+        }
+    }
+
+    /// Like [`VecIterator::new`], with entries that say they were read from `path`.
+    pub(crate) fn from_file(
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+        icmp: InternalKeyComparator,
+        path: &str,
+    ) -> Self {
+        VecIterator {
+            source: Some(path.into()),
+            ..VecIterator::new(entries, icmp)
         }
     }
 
@@ -101,5 +116,8 @@ impl InternalIterator for VecIterator {
             )),
             _ => Ok(()),
         }
+    }
+    fn source(&self) -> Option<&std::path::Path> {
+        self.source.as_deref()
     }
 }

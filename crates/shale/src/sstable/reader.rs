@@ -949,4 +949,8 @@ impl InternalIterator for TableIterator {
             None => Ok(()),
         }
     }
+
+    fn source(&self) -> Option<&Path> {
+        Some(self.table.path())
+    }
 }
