@@ -62,6 +62,10 @@ pub struct TableBuilder {
 }
 
 /// Compresses (if worthwhile) and appends one block with its trailer; returns its handle.
+/// A block whose contents exceed `max_block_bytes` ([`MAX_BLOCK_BYTES`] but in tests) is
+/// refused, compressed or not: readers refuse to inflate one (a merge result or a
+/// compaction filter's value can make a block that large, and it would fail every read).
+#[allow(clippy::too_many_arguments)]
 fn write_block(
     file: &mut dyn WritableFile,
     path: &Path,
@@ -70,16 +74,24 @@ fn write_block(
     raw: &[u8],
     compression: Compression,
     lz4_acceleration: u32,
+    max_block_bytes: u64,
 ) -> Result<BlockHandle> {
+    if raw.len() as u64 > max_block_bytes {
+        return Err(Error::InvalidArgument(format!(
+            "block of {} bytes for {} exceeds the {max_block_bytes}-byte limit",
+            raw.len(),
+            path.display()
+        )));
+    }
     let block_type = compress_block(compression, lz4_acceleration, raw, scratch);
     let stored: &[u8] = if block_type == BLOCK_TYPE_NONE {
         raw
     } else {
         scratch
     };
-    if stored.len() as u64 > MAX_BLOCK_BYTES {
+    if stored.len() as u64 > max_block_bytes {
         return Err(Error::InvalidArgument(format!(
-            "block of {} bytes for {} exceeds the {MAX_BLOCK_BYTES}-byte limit",
+            "compressed block of {} bytes for {} exceeds the {max_block_bytes}-byte limit",
             stored.len(),
             path.display()
         )));
@@ -208,6 +220,7 @@ impl TableBuilder {
             &self.raw,
             self.opts.compression,
             self.opts.lz4_acceleration,
+            MAX_BLOCK_BYTES,
         );
         let handle = self.remember(r)?;
         self.props.num_data_blocks += 1;
@@ -225,6 +238,7 @@ impl TableBuilder {
             raw,
             compression,
             self.opts.lz4_acceleration,
+            MAX_BLOCK_BYTES,
         );
         self.remember(r)
     }
@@ -300,5 +314,58 @@ impl TableBuilder {
     pub fn abandon(mut self) {
         // The file is garbage either way; a close error changes nothing.
         let _ = self.file.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{Fs, MemFs};
+
+    /// The limit applies to what a reader must inflate, not to what is stored: a block of
+    /// zeros compresses to almost nothing, and was written although no read could take it.
+    #[test]
+    fn a_block_too_large_to_read_back_is_refused_however_well_it_compresses() {
+        let fs = MemFs::new();
+        let path = Path::new("/db/000007.sst");
+        fs.create_dir_all(Path::new("/db")).expect("dir");
+        let mut file = fs.create(path).expect("create");
+        let raw = vec![0u8; 64 << 10];
+        let limit = 4096;
+        for compression in [Compression::None, Compression::Lz4, Compression::Zstd(3)] {
+            let mut offset = 0;
+            let e = write_block(
+                file.as_mut(),
+                path,
+                &mut offset,
+                &mut Vec::new(),
+                &raw,
+                compression,
+                1,
+                limit,
+            )
+            .expect_err("over the limit");
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            let text = e.to_string();
+            assert!(
+                text.contains("65536 bytes") && text.contains("000007.sst"),
+                "{text}"
+            );
+            assert_eq!(offset, 0, "nothing written");
+        }
+        let mut offset = 0;
+        let handle = write_block(
+            file.as_mut(),
+            path,
+            &mut offset,
+            &mut Vec::new(),
+            &raw[..limit as usize],
+            Compression::Lz4,
+            1,
+            limit,
+        )
+        .expect("at the limit");
+        assert_eq!(handle.offset, 0);
+        assert!(offset > 0);
     }
 }
