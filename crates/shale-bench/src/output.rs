@@ -159,11 +159,16 @@ pub fn comparison_table(run: &RunRecord) -> String {
             text.push('\n');
         }
     }
+    let of_rounds = if run.workload.repeat > 1 {
+        ", median of the rounds (each round's in brackets)"
+    } else {
+        ""
+    };
     for (i, label) in labels.iter().enumerate() {
         if let Some(summary) = run.sync_floor_summary(i) {
             text.push_str(&format!(
-                "{label}: share of the raw fdatasync rate measured around it, median of \
-                 rounds: {summary}\n"
+                "{label}: share of the raw fdatasync rate measured around it{of_rounds}: \
+                 {summary}\n"
             ));
         }
     }
@@ -208,5 +213,26 @@ mod tests {
             lines.iter().any(|l| l.starts_with("readrandom #2")),
             "{table}"
         );
+    }
+
+    /// A fillsync row gets a line under the table with each engine's share of the raw
+    /// `fdatasync` rate measured around it.
+    #[test]
+    fn fillsync_rows_add_their_floor_share_under_the_table() {
+        let mut run = sample_run();
+        for engine in &mut run.engines {
+            engine.results.push(crate::record::tests_support::ok(
+                "fillsync", 6_000.0, None, 1.0,
+            ));
+        }
+        let table = comparison_table(&run);
+        assert!(
+            table.lines().any(|l| l
+                == "fillsync: share of the raw fdatasync rate measured around it: \
+                    shale 80%, leveldb 80%, lmdb 80%"),
+            "{table}"
+        );
+        assert!(crate::report::render(&run)
+            .contains("just before and after each engine&#39;s run: shale 80%, leveldb 80%"));
     }
 }

@@ -739,6 +739,28 @@ pub fn repair(ctx: &Context, db_path: &Path) -> CliResult {
         ));
     }
     let report = shale::Db::repair(db_path, &ctx.options(false))?;
+    let printed = print_repair_report(db_path, &report);
+    // The database is consistent either way, but a script that repairs and carries on must be
+    // able to tell that data was lost without parsing the report, even when it stopped
+    // reading the report early (`shale repair db | head`).
+    if report.problems.is_empty() {
+        return printed;
+    }
+    match printed {
+        Err(f) if !f.output_closed => Err(f),
+        _ => Err(Failure::new(
+            Exit::Corruption,
+            format!(
+                "{} was repaired, but {} losses could not be salvaged (listed on stdout)",
+                db_path.display(),
+                report.problems.len()
+            ),
+        )),
+    }
+}
+
+/// Prints what `repair` scanned, salvaged, lost and set aside.
+fn print_repair_report(db_path: &Path, report: &shale::RepairReport) -> CliResult {
     let mut out = stdout();
     writeln!(out, "repaired {}", db_path.display())?;
     writeln!(
@@ -759,24 +781,18 @@ pub fn repair(ctx: &Context, db_path: &Path) -> CliResult {
             writeln!(out, "    {p}")?;
         }
     }
+    for path in &report.not_shale {
+        writeln!(
+            out,
+            "  not a shale log (no shaleLOG header), set aside unread: {}",
+            path.display()
+        )?;
+    }
     for path in &report.moved_to_lost {
-        writeln!(out, "  damaged file kept as {}", path.display())?;
+        writeln!(out, "  kept as {}", path.display())?;
     }
     out.flush()?;
-    // The database is consistent either way, but a script that repairs and carries on must be
-    // able to tell that data was lost without parsing the report.
-    if report.problems.is_empty() {
-        Ok(())
-    } else {
-        Err(Failure::new(
-            Exit::Corruption,
-            format!(
-                "{} was repaired, but the {} losses listed above could not be salvaged",
-                db_path.display(),
-                report.problems.len()
-            ),
-        ))
-    }
+    Ok(())
 }
 
 /// `checkpoint DB DEST`.

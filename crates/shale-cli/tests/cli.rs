@@ -596,7 +596,7 @@ fn repair_restores_every_undamaged_key_after_a_table_is_truncated() {
         stderr(&out)
     );
     assert!(
-        stderr(&out).contains("losses listed above"),
+        stderr(&out).contains("losses could not be salvaged"),
         "{}",
         stderr(&out)
     );

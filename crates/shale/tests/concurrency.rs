@@ -392,3 +392,84 @@ fn writes_go_on_while_a_compaction_unlinks_its_inputs() {
         .count();
     assert_eq!(on_disk, live, "obsolete tables are still removed");
 }
+
+/// A clock that, once armed, makes one write on the armed thread the next time that thread
+/// reads it: a write landing exactly between two steps of a read that each read the clock.
+/// Other threads (background jobs read it under the database's lock) are left alone.
+struct WriteOnNextRead {
+    db: std::sync::Mutex<Option<Arc<Db>>>,
+    armed: std::sync::Mutex<Option<std::thread::ThreadId>>,
+}
+
+impl shale::env::Clock for WriteOnNextRead {
+    fn now_micros(&self) -> u64 {
+        let mine = {
+            let mut armed = self.armed.lock().expect("armed");
+            let mine = *armed == Some(std::thread::current().id());
+            if mine {
+                *armed = None;
+            }
+            mine
+        };
+        let db = self.db.lock().expect("db").clone();
+        if let (true, Some(db)) = (mine, db) {
+            // Moves the last key to before the first, in one atomic batch.
+            let mut batch = WriteBatch::new();
+            batch.delete(b"z");
+            batch.put(b"a", b"moved");
+            db.write(batch).expect("write");
+        }
+        shale::env::SystemClock.now_micros()
+    }
+}
+
+/// The two ends of a `Db::range` read one state: built one after the other, they could straddle
+/// a write, and a record the write moved from one end of the range to the other (`z` to `a`)
+/// was in neither end's part of the range.
+#[test]
+fn both_ends_of_a_range_read_one_state() {
+    let clock = Arc::new(WriteOnNextRead {
+        db: std::sync::Mutex::new(None),
+        armed: std::sync::Mutex::new(None),
+    });
+    let options = Options {
+        fs: Arc::new(MemFs::new()),
+        clock: clock.clone(),
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open("/db", options).expect("open"));
+    for k in b'b'..=b'z' {
+        db.put([k], b"v").expect("put");
+    }
+    *clock.db.lock().expect("db") = Some(db.clone());
+    for (what, prefix) in [("range", false), ("prefix", true)] {
+        *clock.armed.lock().expect("armed") = Some(std::thread::current().id());
+        let mut range = if prefix {
+            db.prefix(b"")
+        } else {
+            db.range::<&[u8], _>(..)
+        };
+        let mut seen = Vec::new();
+        while let Some(front) = range.next() {
+            seen.push(front.expect("front").0);
+            let Some(back) = range.next_back() else { break };
+            seen.push(back.expect("back").0);
+        }
+        seen.sort();
+        let a = seen.iter().filter(|k| k.as_slice() == b"a").count();
+        let z = seen.iter().filter(|k| k.as_slice() == b"z").count();
+        assert_eq!(
+            a + z,
+            1,
+            "{what}: exactly one of the moved record's keys, saw {seen:?}"
+        );
+        assert_eq!(seen.len(), 25, "{what}: b..=y and the moved record");
+        // Put the record back for the next round.
+        let mut batch = WriteBatch::new();
+        batch.delete(b"a");
+        batch.put(b"z", b"v");
+        db.write(batch).expect("write");
+    }
+    // The clock held the database: let both go.
+    clock.db.lock().expect("db").take();
+}

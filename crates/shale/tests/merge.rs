@@ -400,6 +400,70 @@ fn operator_errors_reach_the_caller_and_lose_nothing() {
     assert_eq!(get_text(&db, "k").as_deref(), Some("base,1,2"));
 }
 
+/// An operator whose result for the operand `huge` is one byte over the value limit; every
+/// other result is the operands joined.
+struct Oversized {
+    full_merges: AtomicUsize,
+}
+
+impl MergeOperator for Oversized {
+    fn name(&self) -> &str {
+        "test.oversized"
+    }
+
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Vec<u8>, String> {
+        self.full_merges.fetch_add(1, Ordering::SeqCst);
+        if operands.contains(&&b"huge"[..]) {
+            // Zeroed on allocation and never written: no memory is touched for it.
+            return Ok(vec![0; shale::limits::MAX_VALUE_BYTES + 1]);
+        }
+        let parts: Vec<&[u8]> = existing
+            .into_iter()
+            .chain(operands.iter().copied())
+            .collect();
+        Ok(parts.join(&b","[..]))
+    }
+
+    fn partial_merge(&self, key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
+        self.full_merge(key, None, operands).ok()
+    }
+}
+
+/// A merge result larger than a user may write is not written by compaction: the operands
+/// stay, so the compaction succeeds (a block that large would fail every read, and the job
+/// would fail again after every reopen) and reads still compute the value.
+#[test]
+fn compaction_keeps_the_operands_of_a_merge_result_over_the_value_limit() {
+    let fs = MemFs::new();
+    let op = Arc::new(Oversized {
+        full_merges: AtomicUsize::new(0),
+    });
+    let db = Db::open(Path::new("/oversized"), small_options(&fs, op.clone())).expect("open");
+    db.put("k", "base").expect("put");
+    db.put("other", "x").expect("put");
+    db.flush().expect("flush");
+    db.merge("k", "huge").expect("merge");
+    db.merge("k", "1").expect("merge");
+    db.merge("other", "y").expect("merge");
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compaction succeeds");
+    db.wait_for_compactions().expect("no background error");
+    // `other` was folded; `k`'s operands were kept, so a read merges them again.
+    let before = op.full_merges.load(Ordering::SeqCst);
+    assert_eq!(get_text(&db, "other").as_deref(), Some("x,y"));
+    assert_eq!(op.full_merges.load(Ordering::SeqCst), before);
+    let value = db.get("k").expect("get").expect("present");
+    assert_eq!(value.len(), shale::limits::MAX_VALUE_BYTES + 1);
+    assert_eq!(op.full_merges.load(Ordering::SeqCst), before + 1);
+    db.put("after", "z")
+        .expect("the database still takes writes");
+}
+
 #[test]
 fn compaction_uses_partial_merge_when_no_base_is_reachable() {
     let fs = MemFs::new();

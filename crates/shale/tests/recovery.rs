@@ -284,7 +284,18 @@ fn leftover_temporary_files_are_removed_at_open() {
         db.put(b"k", b"v").expect("put");
     }
     let leftovers = ["CURRENT.dbtmp", "000042.dbtmp"];
-    let bystanders = ["LOG", "LOG.old", "notes.txt", "12.sst.dbtmp"];
+    // Names shale never prints (`12.log` would be opened as `000012.log`) are not its files:
+    // neither replayed nor deleted.
+    let bystanders = [
+        "LOG",
+        "LOG.old",
+        "notes.txt",
+        "12.sst.dbtmp",
+        "12.log",
+        "0000012.log",
+        "7.sst",
+        "MANIFEST-1",
+    ];
     for name in leftovers.iter().chain(&bystanders) {
         let mut file = fs.create(&dir.join(name)).expect("create");
         file.append(b"MANIFEST-000999\n").expect("append");
@@ -307,6 +318,35 @@ fn leftover_temporary_files_are_removed_at_open() {
             "{name} is not shale's to remove"
         );
     }
+}
+
+/// A numbered `.log` that is not a shale log (another program's, in the database directory)
+/// is moved into `lost/` unread by repair and reported apart from the losses: no data of the
+/// database was in it.
+#[test]
+fn repair_sets_aside_a_log_that_is_not_shale_without_calling_it_a_loss() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        put_all(&db, 500);
+    }
+    let foreign = dir.join("000900.log");
+    let mut file = fs.create(&foreign).expect("create");
+    file.append(b"GET / HTTP/1.1 200 a web server's log line\n")
+        .expect("append");
+    file.close().expect("close");
+    let report = Db::repair(dir, &small_options(&fs)).expect("repair");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.not_shale, vec![foreign.clone()]);
+    assert!(!fs.exists(&foreign));
+    assert!(report
+        .moved_to_lost
+        .iter()
+        .any(|p| p.ends_with("000900.log")));
+    let db = Db::open(dir, small_options(&fs)).expect("open after repair");
+    check_all(&db, 500);
 }
 
 /// A compaction held its input version while deleting obsolete files, so its own inputs

@@ -18,10 +18,11 @@
 //! - merge operands are folded onto the first full entry below them, through older stripes if
 //!   need be, when that entry is a value, a deletion, an expired value, or nothing at all because
 //!   no deeper level can hold the key; the result is a plain value (a merge never inherits or
-//!   renews an expiry). Otherwise (a live expiring base, a base possibly in a deeper level, or an
-//!   operator error) the stripe's operands are kept, combined into one by `partial_merge` when
-//!   the operator can, with their base if it is in the stripe: nothing is lost, and reads
-//!   report an operator error themselves.
+//!   renews an expiry). Otherwise (a live expiring base, a base possibly in a deeper level, an
+//!   operator error, or a result over `MAX_VALUE_BYTES`) the stripe's operands are kept,
+//!   combined into one by `partial_merge` when the operator can (and its result is within the
+//!   limit), with their base if it is in the stripe: nothing is lost, and reads report an
+//!   operator error themselves. A filter's `ChangeValue` over the limit keeps the old value.
 //!
 //! The oldest entry written for a key keeps its sequence number only while it can matter: a
 //! value that every live snapshot sees, in the bottommost level for its key, is written with
@@ -65,6 +66,7 @@ use crate::key::{
     append_internal_key, make_internal_key, parse_internal_key, SequenceNumber, ValueKind,
     MAX_SEQUENCE, TRAILER_LEN,
 };
+use crate::limits::MAX_VALUE_BYTES;
 use crate::sstable::{ReadFlags, TableBuilder, TableOptions, TableReader};
 use crate::table_cache::TableCache;
 use crate::ttl::FilterDecision;
@@ -766,7 +768,9 @@ impl DbInner {
             .map(|e| e.value.as_slice())
             .collect();
         let partial = match (&self.options.merge_operator, operands.len() > 1) {
-            (Some(op), true) => op.partial_merge(user_key, &operands),
+            (Some(op), true) => op
+                .partial_merge(user_key, &operands)
+                .filter(|p| within_value_limit(user_key, "partial merge", p)),
             _ => None,
         };
         match partial {
@@ -793,7 +797,7 @@ impl DbInner {
     ) -> Option<Vec<u8>> {
         let op = self.options.merge_operator.as_ref()?;
         match op.full_merge(user_key, existing, operands) {
-            Ok(v) => Some(v),
+            Ok(v) => within_value_limit(user_key, "merge", &v).then_some(v),
             Err(message) => {
                 tracing::warn!(key = ?String::from_utf8_lossy(user_key), %message, "merge failed in compaction; operands kept");
                 None
@@ -872,7 +876,9 @@ impl DbInner {
                     true
                 }
                 Some(FilterDecision::ChangeValue(v)) => {
-                    changed = Some(v);
+                    if within_value_limit(user_key, "compaction filter", &v) {
+                        changed = Some(v);
+                    }
                     false
                 }
             };
@@ -894,6 +900,23 @@ impl DbInner {
         }
         Ok(())
     }
+}
+
+/// Whether a value a merge operator or compaction filter produced for `user_key` is within
+/// [`MAX_VALUE_BYTES`], the limit on values users write; logs one that is not. The caller
+/// keeps what it had instead (the operands, the old value): a larger value could make a block
+/// no read accepts, and the job would fail, and fail again after every reopen.
+fn within_value_limit(user_key: &[u8], made_by: &str, value: &[u8]) -> bool {
+    let fits = value.len() <= MAX_VALUE_BYTES;
+    if !fits {
+        tracing::warn!(
+            key = ?String::from_utf8_lossy(user_key),
+            bytes = value.len(),
+            made_by,
+            "value over the {MAX_VALUE_BYTES}-byte limit; kept what it would have replaced"
+        );
+    }
+    fits
 }
 
 /// Counts every blob reference of `entries` (one user key's inputs) that `out` does not keep as

@@ -433,11 +433,8 @@ impl Db {
     /// A Rust iterator over the keys in `range`, as `(key, value)` pairs; `.rev()` walks it
     /// backwards.
     pub fn range<K: AsRef<[u8]>, R: std::ops::RangeBounds<K>>(&self, range: R) -> Range {
-        Range::new(
-            self.iter(ReadOptions::default()),
-            self.iter(ReadOptions::default()),
-            range,
-        )
+        let (front, back) = self.inner.iter_pair(&ReadOptions::default());
+        Range::new(front, back, range)
     }
 
     /// A Rust iterator over every key that starts with `prefix` (bytewise comparator).

@@ -325,8 +325,29 @@ impl DbInner {
     pub(crate) fn iter(&self, options: &ReadOptions) -> DbIterator {
         let view = self.current_view();
         let ctx = self.read_context(options);
+        self.iter_over(options, &view, ctx)
+    }
+
+    /// Two cursors over one state (one view, sequence number and clock reading), for the two
+    /// ends of a [`Range`]: ends built one after the other could straddle a write, and a key
+    /// the write moved would be in neither end's part of the range.
+    pub(crate) fn iter_pair(&self, options: &ReadOptions) -> (DbIterator, DbIterator) {
+        let view = self.current_view();
+        let ctx = self.read_context(options);
+        (
+            self.iter_over(options, &view, ctx.clone()),
+            self.iter_over(options, &view, ctx),
+        )
+    }
+
+    fn iter_over(
+        &self,
+        options: &ReadOptions,
+        view: &Arc<ReadView>,
+        ctx: ReadContext,
+    ) -> DbIterator {
         let inner: Box<dyn InternalIterator> = match self.check_snapshot(options) {
-            Ok(()) => self.internal_iter(&view, Self::read_flags(options)),
+            Ok(()) => self.internal_iter(view, Self::read_flags(options)),
             // Never valid; every positioning call leaves `status` reporting the refusal.
             Err(e) => Box::new(crate::iter::EmptyIterator::with_error(e)),
         };
@@ -335,7 +356,7 @@ impl DbInner {
             ctx,
             options.lower_bound.clone(),
             options.upper_bound.clone(),
-            Box::new(view),
+            Box::new(view.clone()),
         )
     }
 
@@ -426,7 +447,8 @@ impl Range {
                 break;
             }
         }
-        let mut r = Range::new::<&[u8], _>(db.iter(options.clone()), db.iter(options), ..);
+        let (front, back) = db.inner.iter_pair(&options);
+        let mut r = Range::new::<&[u8], _>(front, back, ..);
         r.prefix = Some(prefix.to_vec());
         r
     }

@@ -41,6 +41,9 @@ pub struct RepairReport {
     pub wal_records_recovered: u64,
     /// One line per file (or part of one) that could not be read, saying what was lost.
     pub problems: Vec<String>,
+    /// Files named like logs that are not shale's (no shale log header), moved into `lost/`
+    /// unread. They held none of the database's data, so they are not among `problems`.
+    pub not_shale: Vec<PathBuf>,
     /// Files moved into the `lost/` directory.
     pub moved_to_lost: Vec<PathBuf>,
     /// Tables written by the repair.
@@ -102,10 +105,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let mut damaged: Vec<PathBuf> = Vec::new();
     let mut last_sequence = 0u64;
     for path in foreign_logs {
-        report.problems.push(format!(
-            "{}: not a shale log (no shaleLOG header), moved aside unread",
-            path.display()
-        ));
+        report.not_shale.push(path.clone());
         damaged.push(path);
     }
 

@@ -362,22 +362,21 @@ impl DbIterator {
         self.valid = false;
     }
 
-    /// Where the entry at the inner cursor came from, for an error about it: its table, or
-    /// the memtable.
-    fn entry_source(&self) -> std::path::PathBuf {
-        self.inner
-            .source()
-            .map_or_else(|| "<memtable>".into(), std::path::Path::to_path_buf)
+    /// A corruption error about the entry at the inner cursor, located where it came from:
+    /// its table and the offset of its block, or the memtable.
+    fn corrupt_entry(&self, what: String) -> Error {
+        match self.inner.source() {
+            Some((path, block)) => {
+                Error::corruption(path, block, format!("{what} (in the block at this offset)"))
+            }
+            None => Error::corruption("<memtable>", 0, what),
+        }
     }
 
     fn corrupt_key(&mut self) {
         let key = self.inner.key().to_vec();
-        let source = self.entry_source();
-        self.fail(Error::corruption(
-            source,
-            0,
-            format!("malformed internal key {key:?}"),
-        ));
+        let e = self.corrupt_entry(format!("malformed internal key {key:?}"));
+        self.fail(e);
     }
 
     fn past_upper(&self, user_key: &[u8]) -> bool {
@@ -467,12 +466,10 @@ impl DbIterator {
     /// its expiry.
     fn corrupt_value(&mut self) {
         let key = String::from_utf8_lossy(&self.saved_key).into_owned();
-        let source = self.entry_source();
-        self.fail(Error::corruption(
-            source,
-            0,
-            format!("expiring value of key {key:?} is shorter than its expiry"),
+        let e = self.corrupt_entry(format!(
+            "expiring value of key {key:?} is shorter than its expiry"
         ));
+        self.fail(e);
     }
 
     /// At the newest visible entry of `saved_key`, a merge operand: gathers the operands and the
@@ -890,28 +887,61 @@ mod tests {
     }
 
     /// A damaged entry is reported with the file it was read from (a table), or as the
-    /// memtable's when it came from memory, in both directions.
+    /// memtable's when it came from memory, in both directions; through a merge, the file is
+    /// that of the source holding the entry, not of the first source.
     #[test]
     fn a_damaged_entry_names_the_file_it_came_from() {
         let icmp = InternalKeyComparator::new(Arc::new(BytewiseComparator));
-        let entries = || {
-            vec![
-                (make_internal_key(b"a", 1, ValueKind::Value), b"ok".to_vec()),
-                // An expiring value must start with its 8-byte expiry.
-                (
-                    make_internal_key(b"b", 2, ValueKind::ExpiringValue),
-                    b"abc".to_vec(),
-                ),
-            ]
+        let good = |key: &[u8], seq| {
+            (
+                make_internal_key(key, seq, ValueKind::Value),
+                b"ok".to_vec(),
+            )
         };
-        for (source, want) in [
-            (Some("/db/000042.sst"), "/db/000042.sst"),
-            (None, "<memtable>"),
-        ] {
-            let inner = match source {
-                Some(path) => VecIterator::from_file(entries(), icmp.clone(), path),
-                None => VecIterator::new(entries(), icmp.clone()),
-            };
+        // An expiring value must start with its 8-byte expiry.
+        let damaged = || {
+            (
+                make_internal_key(b"b", 2, ValueKind::ExpiringValue),
+                b"abc".to_vec(),
+            )
+        };
+        let table = "/db/000042.sst";
+        let cases: Vec<(Box<dyn InternalIterator>, &str)> = vec![
+            (
+                Box::new(VecIterator::from_file(
+                    vec![good(b"a", 1), damaged()],
+                    icmp.clone(),
+                    table,
+                )),
+                table,
+            ),
+            (
+                Box::new(VecIterator::new(
+                    vec![good(b"a", 1), damaged()],
+                    icmp.clone(),
+                )),
+                "<memtable>",
+            ),
+            (
+                Box::new(crate::iter::MergingIterator::new(
+                    icmp.clone(),
+                    vec![
+                        Box::new(VecIterator::from_file(
+                            vec![good(b"a", 5), good(b"c", 6)],
+                            icmp.clone(),
+                            "/db/000050.sst",
+                        )),
+                        Box::new(VecIterator::from_file(
+                            vec![damaged(), good(b"d", 3)],
+                            icmp.clone(),
+                            table,
+                        )),
+                    ],
+                )),
+                table,
+            ),
+        ];
+        for (inner, want) in cases {
             let ctx = ReadContext {
                 icmp: icmp.clone(),
                 sequence: 10,
@@ -919,17 +949,21 @@ mod tests {
                 merge_operator: None,
                 blobs: None,
             };
-            let mut it = DbIterator::new(Box::new(inner), ctx, None, None, Box::new(()));
+            let mut it = DbIterator::new(inner, ctx, None, None, Box::new(()));
             it.seek_to_first();
             assert!(it.valid());
+            assert_eq!(it.key(), b"a");
             it.next();
             assert!(!it.valid());
             let e = it.status().expect_err("damaged entry");
             assert!(e.is_corruption(), "{e}");
             let text = e.to_string();
             assert!(text.contains(want) && text.contains("\"b\""), "{text}");
+            // From the other end, the scan meets the damaged entry after the later keys.
             it.seek_to_last();
-            assert!(!it.valid());
+            while it.valid() {
+                it.prev();
+            }
             let text = it.status().expect_err("damaged entry").to_string();
             assert!(text.contains(want), "{text}");
         }

@@ -242,7 +242,7 @@ impl<S: LevelSource> InternalIterator for LevelIterator<S> {
         }
     }
 
-    fn source(&self) -> Option<&std::path::Path> {
+    fn source(&self) -> Option<(&std::path::Path, u64)> {
         self.current.as_ref().and_then(|c| c.get().source())
     }
 }

@@ -346,7 +346,7 @@ impl InternalIterator for MergingIterator {
         }
     }
 
-    fn source(&self) -> Option<&std::path::Path> {
+    fn source(&self) -> Option<(&std::path::Path, u64)> {
         self.current().and_then(|i| self.children[i].source())
     }
 

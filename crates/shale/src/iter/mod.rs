@@ -30,9 +30,9 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met, if any.
     fn status(&self) -> Result<()>;
-    /// The file the current entry was read from, for error messages; `None` for entries held
-    /// in memory. REQUIRES: `valid()`.
-    fn source(&self) -> Option<&std::path::Path> {
+    /// The file the current entry was read from and the offset of its block there, for error
+    /// messages; `None` for entries held in memory. REQUIRES: `valid()`.
+    fn source(&self) -> Option<(&std::path::Path, u64)> {
         None
     }
 }

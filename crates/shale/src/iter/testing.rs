@@ -117,7 +117,7 @@ impl InternalIterator for VecIterator {
             _ => Ok(()),
         }
     }
-    fn source(&self) -> Option<&std::path::Path> {
-        self.source.as_deref()
+    fn source(&self) -> Option<(&std::path::Path, u64)> {
+        self.source.as_deref().map(|path| (path, 0))
     }
 }

@@ -332,19 +332,21 @@ mod tests {
         let mut file = fs.create(path).expect("create");
         let raw = vec![0u8; 64 << 10];
         let limit = 4096;
-        for compression in [Compression::None, Compression::Lz4, Compression::Zstd(3)] {
-            let mut offset = 0;
-            let e = write_block(
+        let mut offset = 0;
+        let mut write = |raw: &[u8], compression, offset: &mut u64| {
+            write_block(
                 file.as_mut(),
                 path,
-                &mut offset,
+                offset,
                 &mut Vec::new(),
-                &raw,
+                raw,
                 compression,
                 1,
                 limit,
             )
-            .expect_err("over the limit");
+        };
+        for compression in [Compression::None, Compression::Lz4, Compression::Zstd(3)] {
+            let e = write(&raw, compression, &mut offset).expect_err("over the limit");
             assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
             let text = e.to_string();
             assert!(
@@ -353,18 +355,8 @@ mod tests {
             );
             assert_eq!(offset, 0, "nothing written");
         }
-        let mut offset = 0;
-        let handle = write_block(
-            file.as_mut(),
-            path,
-            &mut offset,
-            &mut Vec::new(),
-            &raw[..limit as usize],
-            Compression::Lz4,
-            1,
-            limit,
-        )
-        .expect("at the limit");
+        let handle =
+            write(&raw[..limit as usize], Compression::Lz4, &mut offset).expect("at the limit");
         assert_eq!(handle.offset, 0);
         assert!(offset > 0);
     }

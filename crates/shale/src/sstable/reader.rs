@@ -950,7 +950,7 @@ impl InternalIterator for TableIterator {
         }
     }
 
-    fn source(&self) -> Option<&Path> {
-        Some(self.table.path())
+    fn source(&self) -> Option<(&Path, u64)> {
+        Some((self.table.path(), self.data_handle.offset))
     }
 }
