@@ -2,7 +2,7 @@
 //! both directions with bounds, snapshots, flushes, compactions and reopens, run against a
 //! `BTreeMap` oracle under several option sets (tiny buffers so that flushes and multi-level
 //! compactions happen, every codec, bloom filters on and off, values separated into blob files
-//! from 64 bytes).
+//! from 64 bytes, background compactions split into parts; manual ones split in every set).
 //!
 //! Replay a failure with `SHALE_MODEL_SEED=<seed> cargo test -p shale --test model`.
 //! `SHALE_MODEL_STEPS` raises the number of operations per history (default 3000).
@@ -46,6 +46,14 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
             Options {
                 min_blob_size: Some(64),
                 blob_garbage_collection_threshold: 0.25,
+                ..tiny(Compression::Lz4, 10)
+            },
+        ),
+        (
+            // Background compactions split into two parts that run at once.
+            "tiny-subcompactions",
+            Options {
+                max_subcompactions: 2,
                 ..tiny(Compression::Lz4, 10)
             },
         ),
@@ -164,6 +172,7 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
     let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
     let mut max_levels_used = 0;
     let mut total_compactions = 0;
+    let mut total_split = 0;
     let mut total_flushes = 0;
     // One buffer for every `get_into`, so a lookup meets the previous one's value and memory.
     let mut buffer = Vec::new();
@@ -281,6 +290,7 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
                 snapshots.clear();
                 let stats = db.stats();
                 total_compactions += stats.compactions;
+                total_split += stats.split_compactions;
                 total_flushes += stats.flushes;
                 drop(db);
                 db =
@@ -292,9 +302,10 @@ fn run_history(seed: u64, name: &str, options: Options, dir: &Path, steps: usize
     // little about tables and compaction.
     let stats = db.stats();
     total_compactions += stats.compactions;
+    total_split += stats.split_compactions;
     total_flushes += stats.flushes;
     eprintln!(
-        "{ctx}: {total_flushes} flushes, {total_compactions} compactions, at most {max_levels_used} levels in use, files per level at the end {:?}",
+        "{ctx}: {total_flushes} flushes, {total_compactions} compactions ({total_split} in parts), at most {max_levels_used} levels in use, files per level at the end {:?}",
         stats.levels.iter().map(|l| l.files).collect::<Vec<_>>()
     );
     if name.starts_with("tiny") && steps >= 3000 {

@@ -912,11 +912,13 @@ impl History {
     }
 }
 
-fn model_history(seed: u64) {
+/// A seeded history checked against [`History`]. With `blobs`, most values live in blob files
+/// that garbage collection relocates often, and compactions run in two parts at once.
+fn model_history(seed: u64, blobs: bool) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let env = Env::new();
-    let options = Options {
+    let mut options = Options {
         write_buffer_size: 4 * 1024,
         block_size: 256,
         max_file_size: 4 * 1024,
@@ -925,14 +927,24 @@ fn model_history(seed: u64) {
         level0_file_num_compaction_trigger: 2,
         ..env.options(None)
     };
+    if blobs {
+        options.min_blob_size = Some(16);
+        options.blob_garbage_collection_threshold = 0.25;
+        options.max_subcompactions = 2;
+    }
     let mut db = env.open_with(options.clone());
     let mut history = History::default();
     let mut snapshots: Vec<shale::Snapshot> = Vec::new();
-    let space = rng.gen_range(10..60);
-    let ctx = format!("seed {seed}");
-    let (mut expired_dropped, mut compactions) = (0, 0);
+    // Enough keys with blobs for compactions of several tables, which are what split in parts.
+    let space = if blobs {
+        rng.gen_range(200..400)
+    } else {
+        rng.gen_range(10..60)
+    };
+    let ctx = format!("seed {seed}, blobs {blobs}");
+    let (mut expired_dropped, mut compactions, mut relocated, mut split) = (0, 0, 0, 0);
     for step in 0..2500 {
-        let key = format!("key{:02}", rng.gen_range(0..space)).into_bytes();
+        let key = format!("key{:03}", rng.gen_range(0..space)).into_bytes();
         let value = format!("v{step}{}", "p".repeat(rng.gen_range(0..40))).into_bytes();
         let now = env.clock.now_micros();
         let write = match rng.gen_range(0..100) {
@@ -1010,6 +1022,8 @@ fn model_history(seed: u64) {
                 let stats = db.stats();
                 expired_dropped += stats.expired_dropped;
                 compactions += stats.compactions;
+                relocated += stats.blob_bytes_relocated;
+                split += stats.split_compactions;
                 drop(db);
                 db = env.open_with(options.clone());
                 None
@@ -1028,16 +1042,34 @@ fn model_history(seed: u64) {
     let stats = db.stats();
     expired_dropped += stats.expired_dropped;
     compactions += stats.compactions;
+    relocated += stats.blob_bytes_relocated;
+    split += stats.split_compactions;
     assert!(
         expired_dropped > 0,
         "{ctx}: compaction never met an expired entry"
     );
     assert!(compactions > 5, "{ctx}: only {compactions} compactions");
+    if blobs {
+        assert!(
+            relocated > 0,
+            "{ctx}: garbage collection never relocated a value"
+        );
+        assert!(split > 0, "{ctx}: no compaction ran in parts");
+    }
 }
 
 #[test]
 fn model_with_expiry_merges_snapshots_and_compaction() {
     for seed in [1, 2, 3] {
-        model_history(seed);
+        model_history(seed, false);
+    }
+}
+
+/// The same histories with values in blob files (expiring ones among them, and merges on
+/// them) and compactions split into parts.
+#[test]
+fn model_with_expiry_merges_snapshots_blobs_and_subcompactions() {
+    for seed in [4, 5, 6] {
+        model_history(seed, true);
     }
 }
