@@ -97,11 +97,11 @@ impl BenchRecord {
         if self.round_sync_floor_ops_per_sec.len() == self.round_ops_per_sec.len()
             && !self.round_ops_per_sec.is_empty()
         {
+            // A floor is a rate of a run that synced, never zero.
             return self
                 .round_ops_per_sec
                 .iter()
                 .zip(&self.round_sync_floor_ops_per_sec)
-                .filter(|(_, floor)| **floor > 0.0)
                 .map(|(ops, floor)| share(*ops, *floor))
                 .collect();
         }

@@ -741,22 +741,22 @@ pub fn repair(ctx: &Context, db_path: &Path) -> CliResult {
     let report = shale::Db::repair(db_path, &ctx.options(false))?;
     let printed = print_repair_report(db_path, &report);
     // The database is consistent either way, but a script that repairs and carries on must be
-    // able to tell that data was lost without parsing the report, even when it stopped
-    // reading the report early (`shale repair db | head`).
+    // able to tell that data was lost without parsing the report, even when the report could
+    // not be written in full (`shale repair db | head`, a full disk).
     if report.problems.is_empty() {
         return printed;
     }
+    let mut message = format!(
+        "{} was repaired, but {} losses could not be salvaged",
+        db_path.display(),
+        report.problems.len()
+    );
     match printed {
-        Err(f) if !f.output_closed => Err(f),
-        _ => Err(Failure::new(
-            Exit::Corruption,
-            format!(
-                "{} was repaired, but {} losses could not be salvaged (listed on stdout)",
-                db_path.display(),
-                report.problems.len()
-            ),
-        )),
+        Ok(()) => message.push_str(" (listed on stdout)"),
+        Err(f) if f.output_closed => {}
+        Err(f) => message.push_str(&format!("; the report could not be written: {}", f.message)),
     }
+    Err(Failure::new(Exit::Corruption, message))
 }
 
 /// Prints what `repair` scanned, salvaged, lost and set aside.
@@ -780,13 +780,6 @@ fn print_repair_report(db_path: &Path, report: &shale::RepairReport) -> CliResul
         for p in &report.problems {
             writeln!(out, "    {p}")?;
         }
-    }
-    for path in &report.not_shale {
-        writeln!(
-            out,
-            "  not a shale log (no shaleLOG header), set aside unread: {}",
-            path.display()
-        )?;
     }
     for path in &report.moved_to_lost {
         writeln!(out, "  kept as {}", path.display())?;

@@ -18,7 +18,8 @@ pub enum FilterDecision {
     /// Drop the entry, as if it had expired: the key reads as absent afterwards (a tombstone
     /// takes its place where older versions must stay hidden).
     Remove,
-    /// Replace the value.
+    /// Replace the value. A value over [`crate::limits::MAX_VALUE_BYTES`] is not written: the
+    /// entry keeps its old value (with a warning in the log).
     ChangeValue(Vec<u8>),
 }
 

@@ -320,11 +320,11 @@ fn leftover_temporary_files_are_removed_at_open() {
     }
 }
 
-/// A numbered `.log` that is not a shale log (another program's, in the database directory)
-/// is moved into `lost/` unread by repair and reported apart from the losses: no data of the
-/// database was in it.
+/// A numbered `.log` without a shale log header (another program's, or a log whose start is
+/// damaged: the two look alike) is moved into `lost/` unread by repair and reported, since its
+/// writes, if it held any, are lost; the database's other data is all there.
 #[test]
-fn repair_sets_aside_a_log_that_is_not_shale_without_calling_it_a_loss() {
+fn repair_sets_aside_a_log_without_a_shale_header_and_reports_it() {
     use shale::env::Fs;
     let fs = MemFs::new();
     let dir = Path::new("/db");
@@ -338,8 +338,12 @@ fn repair_sets_aside_a_log_that_is_not_shale_without_calling_it_a_loss() {
         .expect("append");
     file.close().expect("close");
     let report = Db::repair(dir, &small_options(&fs)).expect("repair");
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-    assert_eq!(report.not_shale, vec![foreign.clone()]);
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(
+        report.problems[0].contains("000900.log") && report.problems[0].contains("no shale log"),
+        "{:?}",
+        report.problems
+    );
     assert!(!fs.exists(&foreign));
     assert!(report
         .moved_to_lost

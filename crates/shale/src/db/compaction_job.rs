@@ -787,8 +787,9 @@ impl DbInner {
         Ok(())
     }
 
-    /// The merge operator's full merge, or `None` (logged) if it fails or there is none; the
-    /// caller then keeps the operands as they are, so nothing is lost and reads report the error.
+    /// The merge operator's full merge, or `None` (logged) if it fails, its result is over
+    /// [`MAX_VALUE_BYTES`], or there is none; the caller then keeps the operands as they are, so
+    /// nothing is lost, and reads report the error (or compute the large value).
     fn full_merge(
         &self,
         user_key: &[u8],

@@ -41,9 +41,6 @@ pub struct RepairReport {
     pub wal_records_recovered: u64,
     /// One line per file (or part of one) that could not be read, saying what was lost.
     pub problems: Vec<String>,
-    /// Files named like logs that are not shale's (no shale log header), moved into `lost/`
-    /// unread. They held none of the database's data, so they are not among `problems`.
-    pub not_shale: Vec<PathBuf>,
     /// Files moved into the `lost/` directory.
     pub moved_to_lost: Vec<PathBuf>,
     /// Tables written by the repair.
@@ -105,7 +102,13 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let mut damaged: Vec<PathBuf> = Vec::new();
     let mut last_sequence = 0u64;
     for path in foreign_logs {
-        report.not_shale.push(path.clone());
+        // Another program's file, or a log whose first bytes are damaged: the two look alike,
+        // so it counts as a loss.
+        report.problems.push(format!(
+            "{}: no shale log header (another program's file, or a log whose start is \
+             damaged), moved aside unread; any writes in it are lost",
+            path.display()
+        ));
         damaged.push(path);
     }
 
