@@ -290,7 +290,8 @@ fn model_uint64_add() {
 }
 
 /// Appends like `StringAppendOperator` but refuses the operand `bad` (unless `lenient`), counts
-/// its calls, and combines operands with `partial_merge` only when `partial` is set.
+/// its calls, and combines operands with `partial_merge` only when `partial` is set. A merge
+/// with the operand `huge` results in one byte more than the value limit.
 struct Checked {
     lenient: bool,
     partial: bool,
@@ -321,6 +322,10 @@ impl MergeOperator for Checked {
         operands: &[&[u8]],
     ) -> Result<Vec<u8>, String> {
         self.full_merges.fetch_add(1, Ordering::SeqCst);
+        if operands.contains(&&b"huge"[..]) {
+            // Zeroed on allocation and never written: no memory is touched for it.
+            return Ok(vec![0; shale::limits::MAX_VALUE_BYTES + 1]);
+        }
         let mut parts: Vec<&[u8]> = existing.into_iter().collect();
         for op in operands {
             if *op == b"bad" {
@@ -400,49 +405,13 @@ fn operator_errors_reach_the_caller_and_lose_nothing() {
     assert_eq!(get_text(&db, "k").as_deref(), Some("base,1,2"));
 }
 
-/// An operator whose result for the operand `huge` is one byte over the value limit; every
-/// other result is the operands joined.
-struct Oversized {
-    full_merges: AtomicUsize,
-}
-
-impl MergeOperator for Oversized {
-    fn name(&self) -> &str {
-        "test.oversized"
-    }
-
-    fn full_merge(
-        &self,
-        _key: &[u8],
-        existing: Option<&[u8]>,
-        operands: &[&[u8]],
-    ) -> Result<Vec<u8>, String> {
-        self.full_merges.fetch_add(1, Ordering::SeqCst);
-        if operands.contains(&&b"huge"[..]) {
-            // Zeroed on allocation and never written: no memory is touched for it.
-            return Ok(vec![0; shale::limits::MAX_VALUE_BYTES + 1]);
-        }
-        let parts: Vec<&[u8]> = existing
-            .into_iter()
-            .chain(operands.iter().copied())
-            .collect();
-        Ok(parts.join(&b","[..]))
-    }
-
-    fn partial_merge(&self, key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
-        self.full_merge(key, None, operands).ok()
-    }
-}
-
 /// A merge result larger than a user may write is not written by compaction: the operands
 /// stay, so the compaction succeeds (a block that large would fail every read, and the job
 /// would fail again after every reopen) and reads still compute the value.
 #[test]
 fn compaction_keeps_the_operands_of_a_merge_result_over_the_value_limit() {
     let fs = MemFs::new();
-    let op = Arc::new(Oversized {
-        full_merges: AtomicUsize::new(0),
-    });
+    let op = Checked::new(false, true);
     let db = Db::open(Path::new("/oversized"), small_options(&fs, op.clone())).expect("open");
     db.put("k", "base").expect("put");
     db.put("other", "x").expect("put");
