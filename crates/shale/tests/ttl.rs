@@ -834,6 +834,73 @@ fn compaction_filter_never_touches_what_a_snapshot_reads() {
     );
 }
 
+/// Merge operands folded by compaction are judged as the value they fold into, in the newest
+/// view only: a snapshot taken between the base and its operands keeps reading the base, while
+/// the latest state reads the filtered fold (changed, or removed with a tombstone over the base
+/// the snapshot still needs); both directions of a scan agree with `get`.
+#[test]
+fn compaction_filter_judges_folded_merges_and_spares_snapshots() {
+    let filter = Arc::new(PrefixFilter::default());
+    let (env, options) = filtered_env(&filter);
+    let db = env.open_with(options);
+    db.put("drop:m", "x").expect("put");
+    db.put("upper:m", "a").expect("put");
+    let snapshot = db.snapshot();
+    db.merge("drop:m", "y").expect("merge");
+    db.merge("upper:m", "b").expect("merge");
+    db.merge("upper:m", "c").expect("merge");
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+
+    let check = |db: &Db, snapshot: Option<&shale::Snapshot>, want: &[(&str, &str)]| {
+        let want: Pairs = want
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect();
+        let options = ReadOptions {
+            snapshot: snapshot.cloned(),
+            ..ReadOptions::default()
+        };
+        assert_eq!(
+            scan(db, options.clone()),
+            want,
+            "forward, snapshot {snapshot:?}"
+        );
+        let mut it = db.iter(options.clone());
+        let mut back = Vec::new();
+        it.seek_to_last();
+        while it.valid() {
+            back.push((it.key().to_vec(), it.value().to_vec()));
+            it.prev();
+        }
+        it.status().expect("scan");
+        back.reverse();
+        assert_eq!(back, want, "backward, snapshot {snapshot:?}");
+        for key in ["drop:m", "upper:m"] {
+            let got = db.get_opt(key, &options).expect("get");
+            let expected = want
+                .iter()
+                .find(|(k, _)| k == key.as_bytes())
+                .map(|(_, v)| v.clone());
+            assert_eq!(got, expected, "get {key}, snapshot {snapshot:?}");
+        }
+    };
+    check(&db, Some(&snapshot), &[("drop:m", "x"), ("upper:m", "a")]);
+    check(&db, None, &[("upper:m", "A,B,C")]);
+    let seen = filter.seen.lock().expect("lock").clone();
+    assert!(
+        seen.iter().any(|(_, k, v)| k == "upper:m" && v == "a,b,c"),
+        "the filter judged the folded value: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|(_, _, v)| v != "a" && v != "x"),
+        "the filter saw a version the snapshot reads: {seen:?}"
+    );
+    drop(snapshot);
+    db.compact_range(None, None).expect("compact");
+    check(&db, None, &[("upper:m", "A,B,C")]);
+}
+
 #[test]
 fn compact_range_rewrites_the_deepest_level_only_when_it_can_change() {
     let env = Env::new();
