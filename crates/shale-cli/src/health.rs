@@ -759,7 +759,7 @@ pub fn repair(ctx: &Context, db_path: &Path) -> CliResult {
     Err(Failure::new(Exit::Corruption, message))
 }
 
-/// Prints what `repair` scanned, salvaged, lost and set aside.
+/// Prints what `repair` scanned, salvaged and lost, and where it kept the damaged files.
 fn print_repair_report(db_path: &Path, report: &shale::RepairReport) -> CliResult {
     let mut out = stdout();
     writeln!(out, "repaired {}", db_path.display())?;
@@ -782,7 +782,7 @@ fn print_repair_report(db_path: &Path, report: &shale::RepairReport) -> CliResul
         }
     }
     for path in &report.moved_to_lost {
-        writeln!(out, "  kept as {}", path.display())?;
+        writeln!(out, "  damaged file kept as {}", path.display())?;
     }
     out.flush()?;
     Ok(())
