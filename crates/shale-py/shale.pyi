@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 from typing import Iterator as _Iterator
-from typing import Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 __version__: str
 
@@ -117,3 +117,13 @@ class DB:
     def path(self) -> Path: ...
     def __enter__(self) -> "DB": ...
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> bool: ...
+
+def destroy_db(path: _Path) -> None:
+    """Deletes the database in path (it must not be open); files shale did not name stay."""
+
+def repair_db(path: _Path) -> Dict[str, Union[int, List[str]]]:
+    """Salvages a damaged database (it must not be open); damaged files move to path/lost/.
+
+    Returns tables_scanned, wals_scanned, entries_recovered, wal_records_recovered,
+    tables_written, problems (a str per loss, empty when nothing was lost) and moved_to_lost.
+    """

@@ -1,5 +1,5 @@
 //! The Python binding of shale: the `shale` module, with `DB`, `WriteBatch`, `Snapshot`,
-//! `Iterator`, `Range` and the exception classes. Built by maturin (`pyproject.toml`); the
+//! `Iterator`, `Range`, `destroy_db`, `repair_db` and the exception classes. Built by maturin (`pyproject.toml`); the
 //! tests are in `tests/test_shale.py` and run by `scripts/test-python.sh`.
 //!
 //! Keys and values are `bytes` in and out. Every engine error becomes an exception derived from
@@ -898,6 +898,43 @@ fn value_without_gil<'a>(py: Python<'_>, iter: &'a mut DbIterator) -> PyResult<&
     iter.try_value().map_err(to_py_err)
 }
 
+/// Deletes the database in `path` (a str or os.PathLike): every file named as shale names its
+/// files, then the directory if nothing else is left in it; other files stay. A missing
+/// directory is not an error. The database must not be open (`LockedError`). Like plyvel's
+/// `destroy_db`.
+#[pyfunction]
+fn destroy_db(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    py.detach(|| Db::destroy(&path, &Options::default()))
+        .map_err(to_py_err)
+}
+
+/// Salvages what it can from a damaged database in `path` (a str or os.PathLike): every readable
+/// entry is rewritten under a new manifest and damaged files move to `path/lost/`. The
+/// database must not be open. Returns a dict: `tables_scanned`, `wals_scanned`,
+/// `entries_recovered`, `wal_records_recovered`, `tables_written` (ints), `problems` (a str
+/// per loss; empty when nothing was lost) and `moved_to_lost` (paths as str). Like plyvel's
+/// `repair_db`, which returns nothing.
+#[pyfunction]
+fn repair_db(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
+    let report = py
+        .detach(|| Db::repair(&path, &Options::default()))
+        .map_err(to_py_err)?;
+    let out = PyDict::new(py);
+    out.set_item("tables_scanned", report.tables_scanned)?;
+    out.set_item("wals_scanned", report.wals_scanned)?;
+    out.set_item("entries_recovered", report.entries_recovered)?;
+    out.set_item("wal_records_recovered", report.wal_records_recovered)?;
+    out.set_item("tables_written", report.tables_written)?;
+    out.set_item("problems", report.problems)?;
+    let moved: Vec<String> = report
+        .moved_to_lost
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    out.set_item("moved_to_lost", moved)?;
+    Ok(out)
+}
+
 /// The `shale` module.
 #[pymodule]
 #[pyo3(name = "shale")]
@@ -908,6 +945,8 @@ fn shale_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySnapshot>()?;
     m.add_class::<PyIterator>()?;
     m.add_class::<PyRange>()?;
+    m.add_function(wrap_pyfunction!(destroy_db, m)?)?;
+    m.add_function(wrap_pyfunction!(repair_db, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("CorruptionError", py.get_type::<CorruptionError>())?;
     m.add("IoError", io_error_type(py)?)?;

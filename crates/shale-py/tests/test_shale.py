@@ -446,3 +446,56 @@ def test_an_unclosed_db_releases_its_lock_when_collected(path):
     gc.collect()
     with shale.DB(path) as again:
         assert again.get(b"k") == b"v"
+
+
+def test_destroy_db_removes_the_database_and_leaves_other_files(tmp_path):
+    path = tmp_path / "db"
+    with shale.DB(path) as handle:
+        handle.put(b"k", b"v")
+        with pytest.raises(shale.LockedError):
+            shale.destroy_db(path)
+    shale.destroy_db(path)
+    assert not path.exists()
+    shale.destroy_db(path)  # already gone: nothing to do
+
+    kept = tmp_path / "kept"
+    with shale.DB(kept) as handle:
+        handle.put(b"k", b"v")
+    (kept / "notes.txt").write_text("mine")
+    shale.destroy_db(str(kept))
+    assert sorted(os.listdir(kept)) == ["notes.txt"]
+
+
+def test_repair_db_reports_what_it_salvaged_and_lost(tmp_path):
+    path = tmp_path / "db"
+    with shale.DB(path, write_buffer_size=64 * 1024) as handle:
+        for i in range(3000):
+            handle.put(b"key%05d" % i, b"v" * 50)
+        handle.flush()
+        handle.put(b"late", b"in the WAL")
+    tables = sorted(glob.glob(str(path / "*.sst")))
+    assert len(tables) > 1
+
+    # A table cut in half: repair says so, moves it aside and keeps everything else.
+    table = tables[0]
+    with open(table, "r+b") as f:
+        f.truncate(os.path.getsize(table) // 2)
+    report = shale.repair_db(path)
+    assert len(report["problems"]) == 1, report
+    assert os.path.basename(table) in report["problems"][0]
+    assert any(p.endswith(os.path.basename(table)) for p in report["moved_to_lost"])
+    assert report["tables_scanned"] == len(tables) and report["wals_scanned"] >= 1
+    with shale.DB(path) as handle:
+        survivors = dict(handle.range())
+        assert handle.get(b"late") == b"in the WAL"
+    assert 1 < len(survivors) < 3001
+    assert len(survivors) == report["entries_recovered"]
+
+    # Repairing a healthy database loses nothing.
+    report = shale.repair_db(str(path))
+    assert report["problems"] == [] and report["moved_to_lost"] == []
+    with shale.DB(path) as handle:
+        assert dict(handle.range()) == survivors
+
+    with pytest.raises(shale.Error):
+        shale.repair_db(tmp_path / "no-such-dir")
