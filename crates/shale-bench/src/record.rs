@@ -93,21 +93,19 @@ impl BenchRecord {
     /// fillsync's share of the disk's sync rate measured around it, in every round (one
     /// share without `--repeat`); empty for other benchmarks.
     pub fn sync_floor_shares(&self) -> Vec<f64> {
-        let share = |ops: f64, floor: f64| ops / floor;
+        // A floor is the rate of a run that synced: never zero.
         if self.round_sync_floor_ops_per_sec.len() == self.round_ops_per_sec.len()
             && !self.round_ops_per_sec.is_empty()
         {
-            // A floor is a rate of a run that synced, never zero.
             return self
                 .round_ops_per_sec
                 .iter()
                 .zip(&self.round_sync_floor_ops_per_sec)
-                .map(|(ops, floor)| share(*ops, *floor))
+                .map(|(ops, floor)| ops / floor)
                 .collect();
         }
         self.sync_floor_ops_per_sec
-            .filter(|floor| *floor > 0.0)
-            .map(|floor| share(self.ops_per_sec, floor))
+            .map(|floor| self.ops_per_sec / floor)
             .into_iter()
             .collect()
     }

@@ -325,7 +325,7 @@ impl DbInner {
     pub(crate) fn iter(&self, options: &ReadOptions) -> DbIterator {
         let view = self.current_view();
         let ctx = self.read_context(options);
-        self.iter_over(options, &view, ctx)
+        self.iter_over(options, view, ctx)
     }
 
     /// Two cursors over one state (one view, sequence number and clock reading), for the two
@@ -335,19 +335,19 @@ impl DbInner {
         let view = self.current_view();
         let ctx = self.read_context(options);
         (
-            self.iter_over(options, &view, ctx.clone()),
-            self.iter_over(options, &view, ctx),
+            self.iter_over(options, view.clone(), ctx.clone()),
+            self.iter_over(options, view, ctx),
         )
     }
 
     fn iter_over(
         &self,
         options: &ReadOptions,
-        view: &Arc<ReadView>,
+        view: Arc<ReadView>,
         ctx: ReadContext,
     ) -> DbIterator {
         let inner: Box<dyn InternalIterator> = match self.check_snapshot(options) {
-            Ok(()) => self.internal_iter(view, Self::read_flags(options)),
+            Ok(()) => self.internal_iter(&view, Self::read_flags(options)),
             // Never valid; every positioning call leaves `status` reporting the refusal.
             Err(e) => Box::new(crate::iter::EmptyIterator::with_error(e)),
         };
@@ -356,7 +356,7 @@ impl DbInner {
             ctx,
             options.lower_bound.clone(),
             options.upper_bound.clone(),
-            Box::new(view.clone()),
+            Box::new(view),
         )
     }
 

@@ -83,19 +83,13 @@ fn write_block(
             path.display()
         )));
     }
+    // A compressed block is kept only when smaller than its contents: checked above too.
     let block_type = compress_block(compression, lz4_acceleration, raw, scratch);
     let stored: &[u8] = if block_type == BLOCK_TYPE_NONE {
         raw
     } else {
         scratch
     };
-    if stored.len() as u64 > max_block_bytes {
-        return Err(Error::InvalidArgument(format!(
-            "compressed block of {} bytes for {} exceeds the {max_block_bytes}-byte limit",
-            stored.len(),
-            path.display()
-        )));
-    }
     let handle = BlockHandle::new(*offset, stored.len() as u64);
     file.append(stored)?;
     file.append(&encode_block_trailer(stored, block_type))?;
