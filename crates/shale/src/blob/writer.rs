@@ -44,6 +44,7 @@ impl BlobFileWriter {
         // and one `writev` of them costs the kernel less than faulting in and zero-filling each
         // page of a preallocated mapping (measured with fill100K: about 1.3x faster).
         let mut file = fs.create(&path)?;
+        file.prefer_large_folios();
         let header = encode_header(number);
         file.append(&header)?;
         Ok(BlobFileWriter {
