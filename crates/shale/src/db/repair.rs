@@ -5,6 +5,10 @@
 //! Rewriting everything (instead of reusing intact tables) keeps the result correct even when
 //! salvaged tables would otherwise overlap in ways the level invariants forbid.
 //!
+//! Memory: tables are read as the merge goes, a block at a time each, so a repair's memory does
+//! not grow with the database; a WAL, whose records are not sorted, is replayed into a memtable
+//! of its own first (a WAL holds about one write buffer's worth).
+//!
 //! Blob files stay where they are and are never rewritten: an entry keeps its blob reference
 //! when the record it names reads back intact (else the entry is dropped and reported), and the
 //! new manifest records each blob file with the bytes the new tables reference. The blob files
@@ -12,6 +16,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::background::{tally_blob_reference, BlobTally};
 use crate::batch::{blob_ref_of, WriteBatch};
@@ -24,7 +30,7 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, InternalKeyComparator};
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::sstable::{ReadFlags, TableBuilder, TableOptions, TableReader};
+use crate::sstable::{ReadFlags, TableBuilder, TableIterator, TableOptions, TableReader};
 use crate::version::{VersionEdit, VersionSet};
 use crate::wal::{HeaderSniff, LogKind, LogReader};
 
@@ -169,6 +175,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         fill_cache: false,
         release_behind: true,
     };
+    let salvage_log = Arc::new(Mutex::new(SalvageLog::default()));
     for &n in &tables {
         report.tables_scanned += 1;
         let path = table_file_name(dir, n);
@@ -194,39 +201,13 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                 continue;
             }
         };
-        // Copy the readable entries: the iterator stops at the first damaged block.
-        let mem = Arc::new(MemTable::new(icmp.clone()));
-        let mut it = table.iter(flags);
-        it.seek_to_first();
-        let mut count = 0u64;
-        let mut malformed = 0u64;
-        while it.valid() {
-            match parse_internal_key(it.key()) {
-                Some(p) => {
-                    mem.add(p.sequence, p.kind, p.user_key, it.value());
-                    last_sequence = last_sequence.max(p.sequence);
-                    count += 1;
-                }
-                None => malformed += 1,
-            }
-            it.next();
-        }
-        if malformed > 0 {
-            report.problems.push(format!(
-                "{}: {malformed} entries with malformed internal keys skipped",
-                path.display()
-            ));
-        }
-        if let Err(e) = it.status() {
-            report.problems.push(format!(
-                "{}: damaged after {count} entries, the rest lost: {e}",
-                path.display()
-            ));
-            damaged.push(path);
-        }
-        let mut mit = mem.iter();
-        mit.seek_to_first();
-        sources.push(Box::new(mit));
+        // Read as the merge goes, not copied into memory first: repair's memory stays a block
+        // per table however large the database.
+        sources.push(Box::new(SalvagedTable::new(
+            table.iter(flags),
+            path,
+            salvage_log.clone(),
+        )));
     }
 
     // The salvaged entries go into new tables numbered after every existing file. The old
@@ -250,6 +231,13 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         },
         &mut merged,
     );
+    drop(merged);
+    {
+        let mut log = salvage_log.lock();
+        report.problems.append(&mut log.problems);
+        damaged.append(&mut log.damaged);
+        last_sequence = last_sequence.max(log.last_sequence);
+    }
     let built = built
         .and_then(|()| fs.sync_dir(dir))
         .and_then(|()| super::open::sync_blob_files(options, dir, &edit));
@@ -414,4 +402,136 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
         edit.add_blob_bytes(number, bytes);
     }
     Ok(())
+}
+
+/// What the salvaged tables met while the merge read them.
+#[derive(Default)]
+struct SalvageLog {
+    /// One line per table with skipped or lost entries.
+    problems: Vec<String>,
+    /// Tables damaged past some entry, to be moved to `lost/`.
+    damaged: Vec<PathBuf>,
+    /// The highest sequence number among the entries of the tables read to their end.
+    last_sequence: u64,
+}
+
+/// One table's readable entries, read from its file as the merge asks for them.
+///
+/// Entries whose internal key does not parse are skipped. The first damaged block ends the
+/// table quietly: `status` stays `Ok`, so the merge goes on with the other sources, and the
+/// loss is written to the shared [`SalvageLog`] with the count of entries read before it.
+/// Repair reads each source once, front to back; other moves go to the table's iterator and
+/// skip malformed keys in their own direction.
+struct SalvagedTable {
+    inner: TableIterator,
+    path: PathBuf,
+    /// Entries passed on so far.
+    entries: u64,
+    /// Entries skipped for a malformed internal key.
+    malformed: u64,
+    /// The highest sequence number passed on, written to the log at the end.
+    last_sequence: u64,
+    /// Whether the table's end (or its damage) has been written to the log.
+    logged: bool,
+    log: Arc<Mutex<SalvageLog>>,
+}
+
+impl SalvagedTable {
+    fn new(inner: TableIterator, path: PathBuf, log: Arc<Mutex<SalvageLog>>) -> SalvagedTable {
+        SalvagedTable {
+            inner,
+            path,
+            entries: 0,
+            malformed: 0,
+            last_sequence: 0,
+            logged: false,
+            log,
+        }
+    }
+
+    /// Moves past entries with malformed keys (`forward`: with `next`), then notes the entry
+    /// it stops at, or the end of what could be read.
+    fn settle(&mut self, forward: bool) {
+        while self.inner.valid() {
+            match parse_internal_key(self.inner.key()) {
+                Some(p) => {
+                    self.entries += 1;
+                    self.last_sequence = self.last_sequence.max(p.sequence);
+                    return;
+                }
+                None => {
+                    self.malformed += 1;
+                    if forward {
+                        self.inner.next();
+                    } else {
+                        self.inner.prev();
+                    }
+                }
+            }
+        }
+        if self.logged {
+            return;
+        }
+        self.logged = true;
+        let mut log = self.log.lock();
+        log.last_sequence = log.last_sequence.max(self.last_sequence);
+        if self.malformed > 0 {
+            log.problems.push(format!(
+                "{}: {} entries with malformed internal keys skipped",
+                self.path.display(),
+                self.malformed
+            ));
+        }
+        if let Err(e) = self.inner.status() {
+            log.problems.push(format!(
+                "{}: damaged after {} entries, the rest lost: {e}",
+                self.path.display(),
+                self.entries
+            ));
+            log.damaged.push(self.path.clone());
+        }
+    }
+}
+
+impl InternalIterator for SalvagedTable {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+        self.settle(true);
+    }
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last();
+        self.settle(false);
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+        self.settle(true);
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.inner.seek_for_prev(target);
+        self.settle(false);
+    }
+    fn next(&mut self) {
+        self.inner.next();
+        self.settle(true);
+    }
+    fn prev(&mut self) {
+        self.inner.prev();
+        self.settle(false);
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn status(&self) -> Result<()> {
+        // Damage ends the table; what it cost is in the log.
+        Ok(())
+    }
+    fn source(&self) -> Option<(&Path, u64)> {
+        self.inner.source()
+    }
 }
