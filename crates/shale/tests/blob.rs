@@ -655,12 +655,11 @@ fn copy_files(from: &Path, to: &Path) {
     }
 }
 
-/// On the real filesystem a blob file being written may extend past its records with zeros
-/// (laid out ahead for the page cache, `docs/format/blob.md`): values read back while it is
-/// written, a crash image taken then recovers every value, and the closed file ends exactly at
-/// its last record.
+/// On the real filesystem a blob file may extend past its records with zeros (laid out ahead
+/// for the page cache, `docs/format/blob.md`): values read back while it is written, a crash
+/// image taken then recovers every value, and the closed file keeps its zeros and its size.
 #[test]
-fn blob_files_on_disk_read_back_while_written_after_a_crash_and_when_closed() {
+fn blob_files_on_disk_read_back_while_written_after_a_crash_and_once_closed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("db");
     let options = || Options {
@@ -709,9 +708,19 @@ fn blob_files_on_disk_read_back_while_written_after_a_crash_and_when_closed() {
         }
     }
 
+    // Closed, the file keeps its size (readers may have mapped it at that size): its records,
+    // then zeros to the end of the 256 KiB region the last one ends in.
     let blob = blob_path(&path);
+    let open_size = size(&blob);
     drop(db);
-    assert_eq!(size(&blob), written, "{}", blob.display());
+    assert_eq!(size(&blob), open_size, "{}", blob.display());
+    let bytes = std::fs::read(&blob).expect("read blob file");
+    let last = value(n - 1);
+    assert_eq!(
+        &bytes[written as usize - last.len()..written as usize],
+        &last[..]
+    );
+    assert!(bytes[written as usize..].iter().all(|&b| b == 0));
     let db = Db::open(&path, options()).expect("reopen");
     for i in 0..n {
         assert_eq!(db.get(key(i)).expect("get"), Some(value(i)), "key {i}");

@@ -1,9 +1,10 @@
-//! Repair's memory does not grow with the database: the salvaged tables are read as the merge
-//! goes, a block at a time, not copied into memory first. Measured as the process's peak
+//! Repair does not hold the database's entries in memory: the salvaged tables are read as the
+//! merge goes, a block at a time, not copied into memtables first. Measured as the process's peak
 //! resident set (Linux's `VmHWM`, reset through `/proc/self/clear_refs`), which counts the
 //! memtables' mapped arenas that an allocator would not see; the files are read without
 //! memory maps, whose page cache would count too. The peak is the process's, so this test has
-//! a binary of its own.
+//! a binary of its own. Linux only (`/proc/self`).
+#![cfg(target_os = "linux")]
 
 use std::sync::Arc;
 
@@ -22,7 +23,6 @@ fn status_bytes(field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
 
-#[cfg(target_os = "linux")]
 #[test]
 fn repair_reads_tables_in_bounded_memory() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -5,9 +5,10 @@
 //! Rewriting everything (instead of reusing intact tables) keeps the result correct even when
 //! salvaged tables would otherwise overlap in ways the level invariants forbid.
 //!
-//! Memory: tables are read as the merge goes, a block at a time each, so a repair's memory does
-//! not grow with the database; a WAL, whose records are not sorted, is replayed into a memtable
-//! of its own first (a WAL holds about one write buffer's worth).
+//! Memory: tables are read as the merge goes, a block at a time each, so the entries of the
+//! database are never all in memory; every table stays open until the merge ends, with its
+//! index and filter. A WAL, whose records are not sorted, is replayed into a memtable of its
+//! own first (a WAL holds about one write buffer's worth).
 //!
 //! Blob files stay where they are and are never rewritten: an entry keeps its blob reference
 //! when the record it names reads back intact (else the entry is dropped and reported), and the
@@ -30,7 +31,7 @@ use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, InternalKeyComparator};
 use crate::memtable::MemTable;
 use crate::options::Options;
-use crate::sstable::{ReadFlags, TableBuilder, TableIterator, TableOptions, TableReader};
+use crate::sstable::{ReadFlags, TableBuilder, TableOptions, TableReader};
 use crate::version::{VersionEdit, VersionSet};
 use crate::wal::{HeaderSniff, LogKind, LogReader};
 
@@ -192,6 +193,17 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                      written with (nothing was changed)"
                 )));
             }
+            // Every table is held open until the merge ends (a map each, or a descriptor where
+            // maps are unavailable): running out of them says nothing about the table, which
+            // must not be set aside as lost. Nothing has been changed yet.
+            Err(Error::Io { path, source, .. }) if out_of_handles(&source) => {
+                return Err(Error::Io {
+                    op: "open (repair holds every table open at once: raise the limit on open \
+                         files or memory maps and run it again; nothing was changed)",
+                    path,
+                    source,
+                });
+            }
             Err(e) => {
                 report.problems.push(format!(
                     "{}: unreadable, all of it lost: {e}",
@@ -205,6 +217,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         // per table however large the database.
         sources.push(Box::new(SalvagedTable::new(
             table.iter(flags),
+            icmp.clone(),
             path,
             salvage_log.clone(),
         )));
@@ -404,6 +417,15 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
     Ok(())
 }
 
+/// Whether an open failed for want of descriptors, maps or memory rather than because of
+/// the file.
+fn out_of_handles(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+    )
+}
+
 /// What the salvaged tables met while the merge read them.
 #[derive(Default)]
 struct SalvageLog {
@@ -419,11 +441,19 @@ struct SalvageLog {
 ///
 /// Entries whose internal key does not parse are skipped. The first damaged block ends the
 /// table quietly: `status` stays `Ok`, so the merge goes on with the other sources, and the
-/// loss is written to the shared [`SalvageLog`] with the count of entries read before it.
+/// loss is written to the shared [`SalvageLog`] with the count of entries read before it. So
+/// does a key that is not above the one before it (a table whose blocks check out but whose
+/// order does not), since the merge and the tables it writes rely on each source's order.
 /// Repair reads each source once, front to back; other moves go to the table's iterator and
-/// skip malformed keys in their own direction.
-struct SalvagedTable {
-    inner: TableIterator,
+/// skip malformed keys in their own direction, without the order check.
+struct SalvagedTable<I> {
+    /// The table's iterator (a [`crate::sstable::TableIterator`]; any source in tests).
+    inner: I,
+    icmp: InternalKeyComparator,
+    /// The key of the last entry passed on going forward (empty before the first).
+    previous: Vec<u8>,
+    /// A key out of order ended the table.
+    out_of_order: bool,
     path: PathBuf,
     /// Entries passed on so far.
     entries: u64,
@@ -436,10 +466,18 @@ struct SalvagedTable {
     log: Arc<Mutex<SalvageLog>>,
 }
 
-impl SalvagedTable {
-    fn new(inner: TableIterator, path: PathBuf, log: Arc<Mutex<SalvageLog>>) -> SalvagedTable {
+impl<I: InternalIterator> SalvagedTable<I> {
+    fn new(
+        inner: I,
+        icmp: InternalKeyComparator,
+        path: PathBuf,
+        log: Arc<Mutex<SalvageLog>>,
+    ) -> SalvagedTable<I> {
         SalvagedTable {
             inner,
+            icmp,
+            previous: Vec::new(),
+            out_of_order: false,
             path,
             entries: 0,
             malformed: 0,
@@ -452,11 +490,23 @@ impl SalvagedTable {
     /// Moves past entries with malformed keys (`forward`: with `next`), then notes the entry
     /// it stops at, or the end of what could be read.
     fn settle(&mut self, forward: bool) {
-        while self.inner.valid() {
+        while self.valid() {
             match parse_internal_key(self.inner.key()) {
+                Some(_)
+                    if forward
+                        && !self.previous.is_empty()
+                        && self.icmp.compare(&self.previous, self.inner.key())
+                            != std::cmp::Ordering::Less =>
+                {
+                    self.out_of_order = true;
+                }
                 Some(p) => {
                     self.entries += 1;
                     self.last_sequence = self.last_sequence.max(p.sequence);
+                    if forward {
+                        self.previous.clear();
+                        self.previous.extend_from_slice(self.inner.key());
+                    }
                     return;
                 }
                 None => {
@@ -489,13 +539,20 @@ impl SalvagedTable {
                 self.entries
             ));
             log.damaged.push(self.path.clone());
+        } else if self.out_of_order {
+            log.problems.push(format!(
+                "{}: keys out of order after {} entries, the rest lost",
+                self.path.display(),
+                self.entries
+            ));
+            log.damaged.push(self.path.clone());
         }
     }
 }
 
-impl InternalIterator for SalvagedTable {
+impl<I: InternalIterator> InternalIterator for SalvagedTable<I> {
     fn valid(&self) -> bool {
-        self.inner.valid()
+        !self.out_of_order && self.inner.valid()
     }
     fn seek_to_first(&mut self) {
         self.inner.seek_to_first();
@@ -533,5 +590,93 @@ impl InternalIterator for SalvagedTable {
     }
     fn source(&self) -> Option<(&Path, u64)> {
         self.inner.source()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::testing::VecIterator;
+    use crate::key::{make_internal_key, ValueKind};
+
+    fn icmp() -> InternalKeyComparator {
+        InternalKeyComparator::new(Arc::new(crate::key::BytewiseComparator))
+    }
+
+    fn entry(user_key: &str, sequence: u64) -> (Vec<u8>, Vec<u8>) {
+        (
+            make_internal_key(user_key.as_bytes(), sequence, ValueKind::Value),
+            format!("v{sequence}").into_bytes(),
+        )
+    }
+
+    /// Drains `table` front to back, as repair's merge does.
+    fn drain<I: InternalIterator>(table: &mut SalvagedTable<I>) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        table.seek_to_first();
+        while table.valid() {
+            keys.push(table.key().to_vec());
+            table.next();
+        }
+        assert!(table.status().is_ok(), "damage is logged, not returned");
+        keys
+    }
+
+    #[test]
+    fn malformed_keys_are_skipped_and_damage_ends_the_table_with_its_count_logged() {
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        let mut entries: Vec<_> = (1..=6).map(|i| entry(&format!("k{i}"), 10 + i)).collect();
+        // Too short to hold a trailer: sorts first, and cannot be parsed.
+        entries.push((b"bad".to_vec(), b"x".to_vec()));
+        // Sorted, the entries are: "bad", k1 .. k6; k5 (index 5) cannot be read.
+        let inner = VecIterator::failing_at(entries, icmp(), 5);
+        let mut table =
+            SalvagedTable::new(inner, icmp(), PathBuf::from("/db/000007.sst"), log.clone());
+        let keys = drain(&mut table);
+        assert_eq!(keys.len(), 4, "k1 to k4, before the damage");
+        let log = log.lock();
+        assert_eq!(log.problems.len(), 2, "{:?}", log.problems);
+        assert!(log.problems[0].contains("1 entries with malformed internal keys skipped"));
+        assert!(
+            log.problems[1].contains("000007.sst: damaged after 4 entries, the rest lost"),
+            "{:?}",
+            log.problems
+        );
+        assert_eq!(log.damaged, vec![PathBuf::from("/db/000007.sst")]);
+        assert_eq!(log.last_sequence, 14, "k4's, the last entry passed on");
+    }
+
+    #[test]
+    fn a_key_out_of_order_ends_the_table_and_is_logged() {
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        // Checksums fine, order not: "c" then "b".
+        let entries = vec![entry("a", 3), entry("c", 2), entry("b", 1), entry("d", 4)];
+        let inner = VecIterator::unsorted(entries, icmp());
+        let mut table =
+            SalvagedTable::new(inner, icmp(), PathBuf::from("/db/000009.sst"), log.clone());
+        let keys = drain(&mut table);
+        assert_eq!(keys, vec![entry("a", 3).0, entry("c", 2).0]);
+        let log = log.lock();
+        assert_eq!(
+            log.problems,
+            vec!["/db/000009.sst: keys out of order after 2 entries, the rest lost".to_string()]
+        );
+        assert_eq!(log.damaged, vec![PathBuf::from("/db/000009.sst")]);
+        assert_eq!(log.last_sequence, 3);
+    }
+
+    #[test]
+    fn an_intact_table_passes_every_entry_and_logs_nothing_but_its_sequence() {
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        let entries: Vec<_> = (0..50)
+            .map(|i| entry(&format!("k{i:03}"), 100 - i))
+            .collect();
+        let inner = VecIterator::new(entries, icmp());
+        let mut table =
+            SalvagedTable::new(inner, icmp(), PathBuf::from("/db/000003.sst"), log.clone());
+        assert_eq!(drain(&mut table).len(), 50);
+        let log = log.lock();
+        assert!(log.problems.is_empty() && log.damaged.is_empty());
+        assert_eq!(log.last_sequence, 100);
     }
 }

@@ -64,12 +64,12 @@ pub trait WritableFile: Send + Sync {
     /// faster). It changes nothing a reader of the finished file sees. The default does
     /// nothing.
     fn prefer_huge_pages(&mut self) {}
-    /// A hint for a file appended to in large pieces on the writers' path (a blob file): an
-    /// implementation may have the page cache hold it in large folios, which it may do by
-    /// writing zeros over aligned regions ahead of the appends. Such zeros may stay past the
-    /// appended bytes after a flush (readers of the file read only what they were told was
-    /// written), and a sync and the close cut them off; after a crash the file may end in
-    /// them. The default does nothing.
+    /// A hint for a file appended to in large pieces on the writers' path and read while it
+    /// is written (a blob file): an implementation may have the page cache hold it in large
+    /// folios, which it may do by writing zeros over aligned regions ahead of the appends.
+    /// Such zeros may stay past the appended bytes for good (readers of the file read only
+    /// what they were told was written); the file must never shrink, since readers may have
+    /// mapped it at any size it had. The default does nothing.
     fn prefer_large_folios(&mut self) {}
 }
 

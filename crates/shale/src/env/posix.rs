@@ -191,14 +191,13 @@ struct PosixWritable {
     writeback_window: u64,
     /// Reads of this file system go through memory maps, which huge pages would help.
     mapped_reads: bool,
-    /// Each huge region is written with zeros before its first byte is
-    /// ([`PosixWritable::fill_regions_to`]).
     /// Each aligned region of this many bytes is written with zeros before its first byte
     /// ([`PosixWritable::fill_regions_to`]); 0: none. At most [`HUGE_REGION_BYTES`].
     region_bytes: u64,
-    /// A flush cuts the zeros past the appended bytes off ([`PosixWritable::trim_zero_fill`]);
-    /// otherwise only a sync and the close do.
-    trim_on_flush: bool,
+    /// The zeros past the appended bytes stay, and the file never shrinks: it is read while
+    /// it is written, through maps that must never reach past its end (a blob file).
+    /// Otherwise a flush, a sync and the close cut them off ([`PosixWritable::trim_zero_fill`]).
+    keep_zeros: bool,
     /// End of the regions written with zeros so far: a multiple of `region_bytes`, at
     /// or past the bytes handed to the system (everything from those bytes to here is zeros).
     zero_filled_to: u64,
@@ -219,7 +218,7 @@ impl PosixWritable {
             writeback_window: 0,
             mapped_reads,
             region_bytes: 0,
-            trim_on_flush: true,
+            keep_zeros: false,
             zero_filled_to: 0,
             zeros_past_len: false,
         }
@@ -310,10 +309,10 @@ impl PosixWritable {
     }
 
     /// Cuts the zeros past the appended bytes off the file, so that its size is `len` again
-    /// (before a sync, the close, and a flush if `trim_on_flush`; the buffer is written out
+    /// (before a flush, a sync and the close, unless `keep_zeros`; the buffer is written out
     /// first). The region the file now ends in is not filled again.
     fn trim_zero_fill(&mut self) -> Result<()> {
-        if !self.zeros_past_len {
+        if !self.zeros_past_len || self.keep_zeros {
             return Ok(());
         }
         let len = self.len;
@@ -374,10 +373,7 @@ impl WritableFile for PosixWritable {
 
     fn flush(&mut self) -> Result<()> {
         self.write_buffer()?;
-        if self.trim_on_flush {
-            self.trim_zero_fill()?;
-        }
-        Ok(())
+        self.trim_zero_fill()
     }
 
     fn write_back_every(&mut self, bytes: u64) {
@@ -395,7 +391,7 @@ impl WritableFile for PosixWritable {
         // Regions are counted from the start of the file, so only an empty file takes them.
         if cfg!(target_os = "linux") && self.len == 0 {
             self.region_bytes = LARGE_FOLIO_REGION_BYTES;
-            self.trim_on_flush = false;
+            self.keep_zeros = true;
         }
     }
 
@@ -412,13 +408,19 @@ impl WritableFile for PosixWritable {
         if self.file.is_none() {
             return Ok(());
         }
-        // Without the zeros cut off, the file would not end in what was appended.
+        // Without the zeros cut off, the file would not end in what was appended (unless it
+        // keeps them: then it ends at the end of the last region filled).
         let result = self.write_buffer().and_then(|()| self.trim_zero_fill());
         if self.reserved && result.is_ok() {
+            let size = if self.zeros_past_len {
+                self.len.max(self.zero_filled_to)
+            } else {
+                self.len
+            };
             if let Some(file) = self.file.as_ref() {
                 // Setting the size it already has frees the blocks reserved past the end. The
                 // contents and size are unchanged either way, so a failure costs space only.
-                let _ = file.set_len(self.len);
+                let _ = file.set_len(size);
             }
         }
         self.file = None;
@@ -900,8 +902,9 @@ impl RandomAccessFile for PosixRandom {
     }
 }
 
-/// A read-only file read through a memory map. Shale never changes a file it reads this way
-/// (tables are immutable once written).
+/// A read-only file read through a memory map. Shale never changes the bytes a reader of such
+/// a file may read, and never shrinks it (tables are immutable once written; the active blob
+/// file only grows, past the records references name).
 struct PosixMapped {
     path: PathBuf,
     map: memmap2::Mmap,
@@ -1054,9 +1057,11 @@ impl Fs for PosixFs {
             .map_err(|e| Error::io("stat", path, e))?
             .len();
         if self.mmap_reads && size > 0 {
-            // SAFETY: the map is read-only and private to this handle; shale never writes or
-            // truncates a file after it is opened for random reads, so the mapped bytes stay
-            // valid for the map's lifetime.
+            // SAFETY: the map is read-only and private to this handle. Shale never truncates a
+            // file opened for random reads below the size it had then, so every mapped page
+            // stays backed for the map's lifetime; the only such file still being written is
+            // the active blob file, appended to past the records readers were told about (its
+            // zeros ahead are overwritten, never its records).
             if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
                 return Ok(Arc::new(PosixMapped {
                     path: path.to_path_buf(),
@@ -1223,11 +1228,13 @@ mod tests {
     }
 
     /// A file that prefers large folios (a blob file) has each 256 KiB region written with
-    /// zeros before its first byte, keeps them past its appended bytes across flushes (a flush
-    /// per write group must not cost a truncate), and ends exactly at its last appended byte
-    /// after a sync and after the close, reading back whole.
+    /// zeros before its first byte and never shrinks: the zeros stay past its appended bytes
+    /// across flushes (a flush per write group must not cost a truncate), syncs and the close,
+    /// since readers may have mapped it at any size it had. The close gives back the space
+    /// reserved past its end, and it reads back as its bytes followed by zeros.
     #[test]
-    fn large_folio_regions_stay_past_flushes_and_are_cut_at_sync_and_close() {
+    fn large_folio_regions_are_zero_filled_ahead_and_the_file_never_shrinks() {
+        use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("000001.blob");
         let size = |p: &Path| std::fs::metadata(p).expect("metadata").len();
@@ -1236,8 +1243,15 @@ mod tests {
         let on = cfg!(target_os = "linux");
         let region = if on { LARGE_FOLIO_REGION_BYTES } else { 0 };
         assert_eq!(file.region_bytes, region);
+        let expected_size = |len: u64| {
+            if on {
+                len.div_ceil(region) * region
+            } else {
+                len
+            }
+        };
         let mut expected = Vec::new();
-        let mut synced_once = false;
+        let mut last_size = 0;
         for i in 0..40usize {
             // A record's small header, then its value (never a zero byte, so zeros left where
             // data belongs would show); values of 10 to 130 KB cross regions at every offset.
@@ -1251,33 +1265,31 @@ mod tests {
             expected.extend_from_slice(&value);
             let len = expected.len() as u64;
             assert_eq!(file.len(), len);
-            if on {
-                // The zeros reach the end of the region the last append ended in, unless a
-                // sync cut them and no append has reached a new region since.
-                let now = size(&path);
-                assert!(
-                    now == len || now == len.div_ceil(region) * region,
-                    "{now} bytes"
-                );
-                assert_eq!(now > len, file.zeros_past_len);
-                if !synced_once {
-                    assert_eq!(now, file.zero_filled_to);
-                }
-            } else {
-                assert_eq!(size(&path), len);
+            if i % 10 == 5 {
+                file.sync().expect("sync");
             }
+            // The zeros reach the end of the region the last append ended in.
+            let now = size(&path);
+            assert_eq!(now, expected_size(len), "after record {i}");
+            assert!(now >= last_size, "shrank from {last_size} to {now} bytes");
+            last_size = now;
             let on_disk = std::fs::read(&path).expect("read");
             assert_eq!(&on_disk[..expected.len()], &expected[..]);
             assert!(on_disk[expected.len()..].iter().all(|&b| b == 0));
-            if i == 20 {
-                file.sync().expect("sync");
-                assert_eq!(size(&path), len);
-                synced_once = true;
-            }
         }
         file.close().expect("close");
-        assert_eq!(size(&path), expected.len() as u64);
-        assert_eq!(std::fs::read(&path).expect("read"), expected);
+        let len = expected.len() as u64;
+        assert_eq!(size(&path), expected_size(len));
+        let on_disk = std::fs::read(&path).expect("read");
+        assert_eq!(&on_disk[..expected.len()], &expected[..]);
+        assert!(on_disk[expected.len()..].iter().all(|&b| b == 0));
+        // The 8 MiB reservations past the end are given back (allowing one block of slack).
+        let allocated = std::fs::metadata(&path).expect("metadata").blocks() * 512;
+        assert!(
+            allocated <= expected_size(len) + 4096,
+            "{allocated} bytes allocated for {} bytes",
+            expected_size(len)
+        );
 
         // Appends already made: the regions would not line up, so the hint is ignored.
         let late = dir.path().join("000002.blob");

@@ -30,6 +30,19 @@ impl VecIterator {
         }
     }
 
+    /// Iterates `entries` in the order given, sorted or not: a source whose order is broken
+    /// (only its forward moves make sense).
+    pub(crate) fn unsorted(entries: Vec<(Vec<u8>, Vec<u8>)>, icmp: InternalKeyComparator) -> Self {
+        VecIterator {
+            entries,
+            icmp,
+            pos: None,
+            fail_at: None,
+            failed: false,
+            source: None,
+        }
+    }
+
     /// Like [`VecIterator::new`], with entries that say they were read from `path`.
     pub(crate) fn from_file(
         entries: Vec<(Vec<u8>, Vec<u8>)>,
