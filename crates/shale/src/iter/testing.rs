@@ -20,14 +20,7 @@ pub(crate) struct VecIterator {
 impl VecIterator {
     pub(crate) fn new(mut entries: Vec<(Vec<u8>, Vec<u8>)>, icmp: InternalKeyComparator) -> Self {
         entries.sort_by(|a, b| icmp.compare(&a.0, &b.0));
-        VecIterator {
-            entries,
-            icmp,
-            pos: None,
-            fail_at: None,
-            failed: false,
-            source: None,
-        }
+        VecIterator::unsorted(entries, icmp)
     }
 
     /// Iterates `entries` in the order given, sorted or not: a source whose order is broken
