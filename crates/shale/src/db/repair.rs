@@ -198,8 +198,8 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             // must not be set aside as lost. Nothing has been changed yet.
             Err(Error::Io { path, source, .. }) if out_of_handles(&source) => {
                 return Err(Error::Io {
-                    op: "open (repair holds every table open at once: raise the limit on open \
-                         files or memory maps and run it again; nothing was changed)",
+                    op: "open every table for repair (nothing was changed; raise the limit on \
+                         open files and run it again)",
                     path,
                     source,
                 });
@@ -370,6 +370,13 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
         if let Some(p) = parse_internal_key(key) {
             if let Some(r) = blob_ref_of(p.kind, merged.value()) {
                 if let Err(e) = blob_cache.read(Some(p.user_key), &r) {
+                    // Out of descriptors is not damage: dropping the entry would lose it for
+                    // good. The new tables are removed and nothing is changed.
+                    if let Error::Io { source, .. } = &e {
+                        if out_of_handles(source) {
+                            return Err(e);
+                        }
+                    }
                     report.problems.push(format!(
                         "dropped an entry whose blob value is unreadable: {e}"
                     ));
@@ -417,8 +424,7 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
     Ok(())
 }
 
-/// Whether an open failed for want of descriptors, maps or memory rather than because of
-/// the file.
+/// Whether an open failed for want of descriptors or memory rather than because of the file.
 fn out_of_handles(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
@@ -445,7 +451,8 @@ struct SalvageLog {
 /// does a key that is not above the one before it (a table whose blocks check out but whose
 /// order does not), since the merge and the tables it writes rely on each source's order.
 /// Repair reads each source once, front to back; other moves go to the table's iterator and
-/// skip malformed keys in their own direction, without the order check.
+/// skip malformed keys in their own direction; the order is checked going forward from where
+/// the last seek landed.
 struct SalvagedTable<I> {
     /// The table's iterator (a [`crate::sstable::TableIterator`]; any source in tests).
     inner: I,
@@ -485,6 +492,12 @@ impl<I: InternalIterator> SalvagedTable<I> {
             logged: false,
             log,
         }
+    }
+
+    /// Forgets the order kept so far, before a seek: order is checked from where a seek lands.
+    fn reposition(&mut self) {
+        self.previous.clear();
+        self.out_of_order = false;
     }
 
     /// Moves past entries with malformed keys (`forward`: with `next`), then notes the entry
@@ -555,18 +568,22 @@ impl<I: InternalIterator> InternalIterator for SalvagedTable<I> {
         !self.out_of_order && self.inner.valid()
     }
     fn seek_to_first(&mut self) {
+        self.reposition();
         self.inner.seek_to_first();
         self.settle(true);
     }
     fn seek_to_last(&mut self) {
+        self.reposition();
         self.inner.seek_to_last();
         self.settle(false);
     }
     fn seek(&mut self, target: &[u8]) {
+        self.reposition();
         self.inner.seek(target);
         self.settle(true);
     }
     fn seek_for_prev(&mut self, target: &[u8]) {
+        self.reposition();
         self.inner.seek_for_prev(target);
         self.settle(false);
     }
@@ -656,6 +673,9 @@ mod tests {
             SalvagedTable::new(inner, icmp(), PathBuf::from("/db/000009.sst"), log.clone());
         let keys = drain(&mut table);
         assert_eq!(keys, vec![entry("a", 3).0, entry("c", 2).0]);
+        // A seek starts the order check afresh.
+        table.seek_to_first();
+        assert!(table.valid() && table.key() == entry("a", 3).0.as_slice());
         let log = log.lock();
         assert_eq!(
             log.problems,

@@ -412,15 +412,20 @@ impl WritableFile for PosixWritable {
         // keeps them: then it ends at the end of the last region filled).
         let result = self.write_buffer().and_then(|()| self.trim_zero_fill());
         if self.reserved && result.is_ok() {
-            let size = if self.zeros_past_len {
-                self.len.max(self.zero_filled_to)
-            } else {
-                self.len
-            };
             if let Some(file) = self.file.as_ref() {
+                // A file that keeps its zeros keeps the size it has, which a failed write of
+                // zeros may have left anywhere past `len`; without that size, the space stays
+                // reserved rather than risk shrinking the file.
+                let size = if self.keep_zeros {
+                    file.metadata().ok().map(|m| m.len().max(self.len))
+                } else {
+                    Some(self.len)
+                };
                 // Setting the size it already has frees the blocks reserved past the end. The
                 // contents and size are unchanged either way, so a failure costs space only.
-                let _ = file.set_len(size);
+                if let Some(size) = size {
+                    let _ = file.set_len(size);
+                }
             }
         }
         self.file = None;
