@@ -201,7 +201,8 @@ struct PosixWritable {
     /// End of the regions written with zeros so far: a multiple of `region_bytes`, at
     /// or past the bytes handed to the system (everything from those bytes to here is zeros).
     zero_filled_to: u64,
-    /// The file may extend past `len` with zeros, until [`PosixWritable::trim_zero_fill`].
+    /// The file may extend past `len` with zeros, until [`PosixWritable::trim_zero_fill`] (for
+    /// good with `keep_zeros`).
     zeros_past_len: bool,
 }
 
