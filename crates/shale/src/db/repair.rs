@@ -213,8 +213,8 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                 continue;
             }
         };
-        // Read as the merge goes, not copied into memory first: repair's memory stays a block
-        // per table however large the database.
+        // Read as the merge goes, not copied into memory first: repair never holds the
+        // database's entries, only each open table's index, filter and current block.
         sources.push(Box::new(SalvagedTable::new(
             table.iter(flags),
             icmp.clone(),
