@@ -106,6 +106,22 @@ pub fn encode_record_header(key: &[u8], value: &[u8]) -> [u8; RECORD_HEADER_LEN]
     h
 }
 
+/// Why a record's lengths do not add up to its `length`. A header of zeros is no record at
+/// all: the zeros a blob file may hold after its last record (`docs/format/blob.md`), where a
+/// write that never completed (torn off by a crash) would have gone.
+fn lengths_mismatch(header: &[u8], key_len: u64, value_len: u64, length: u64) -> String {
+    if header.iter().all(|&b| b == 0) {
+        format!(
+            "no blob record of {length} bytes there, only zeros (the space after the file's \
+             last record, where a write that never completed would have gone)"
+        )
+    } else {
+        format!(
+            "blob record lengths (key {key_len}, value {value_len}) do not fill its {length} bytes"
+        )
+    }
+}
+
 /// The key and value lengths a record header announces, checked to add up to the record's
 /// `length` (from its reference); the error says what is wrong.
 pub fn record_lengths(header: &[u8], length: u64) -> Result<(usize, usize), String> {
@@ -116,9 +132,7 @@ pub fn record_lengths(header: &[u8], length: u64) -> Result<(usize, usize), Stri
     let value_len = decode_fixed64(&header[9..]).unwrap_or(0);
     let body = key_len.checked_add(value_len);
     if body != length.checked_sub(RECORD_HEADER_LEN as u64) {
-        return Err(format!(
-            "blob record lengths (key {key_len}, value {value_len}) do not fill its {length} bytes"
-        ));
+        return Err(lengths_mismatch(header, key_len, value_len, length));
     }
     let key_len = usize::try_from(key_len).map_err(|_| "blob key length too large".to_string())?;
     let value_len =
@@ -159,9 +173,11 @@ pub fn decode_record(record: &[u8]) -> Result<(&[u8], &[u8]), String> {
     let value_len = decode_fixed64(&header[9..]).unwrap_or(0);
     let body = key_len.checked_add(value_len);
     if body != Some((record.len() - RECORD_HEADER_LEN) as u64) {
-        return Err(format!(
-            "blob record lengths (key {key_len}, value {value_len}) do not fill its {} bytes",
-            record.len()
+        return Err(lengths_mismatch(
+            header,
+            key_len,
+            value_len,
+            record.len() as u64,
         ));
     }
     let actual = crc32c(&record[4..]);
@@ -222,6 +238,22 @@ mod tests {
         };
         assert_eq!(reference.encode(), [0x07, 0x14, 0xac, 0x02]);
         assert_eq!(BlobRef::decode(&reference.encode()), Some(reference));
+    }
+
+    /// A reference into the zeros after a file's last record (a write a crash tore off) says
+    /// so, instead of naming lengths no record announced.
+    #[test]
+    fn zeros_where_a_record_should_be_are_named_as_such() {
+        let zeros = vec![0u8; 120];
+        for message in [
+            decode_record(&zeros).expect_err("zeros are no record"),
+            record_lengths(&zeros, zeros.len() as u64).expect_err("zeros are no record"),
+        ] {
+            assert!(message.contains("only zeros"), "{message}");
+        }
+        let r = record(b"k", &[7; 100]);
+        let message = record_lengths(&r, r.len() as u64 + 5).expect_err("lengths do not fill");
+        assert!(message.contains("do not fill"), "{message}");
     }
 
     #[test]
