@@ -106,6 +106,18 @@ impl Error {
         }
     }
 
+    /// True for [`Error::Io`] whose cause is the process running out of file descriptors or
+    /// memory (`EMFILE`, `ENFILE`, `ENOMEM`): nothing about the file it names.
+    pub fn is_out_of_handles(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+            ),
+            _ => false,
+        }
+    }
+
     /// True for [`Error::Io`] whose cause is a missing file.
     pub fn is_not_found(&self) -> bool {
         match self {
@@ -153,5 +165,27 @@ impl Error {
             },
             Error::ShuttingDown => Error::ShuttingDown,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_handles_is_told_apart_from_a_bad_file() {
+        let io = |code| {
+            Error::io(
+                "open",
+                "/db/000001.sst",
+                std::io::Error::from_raw_os_error(code),
+            )
+        };
+        for code in [libc::EMFILE, libc::ENFILE, libc::ENOMEM] {
+            assert!(io(code).is_out_of_handles(), "{code}");
+        }
+        assert!(!io(libc::EIO).is_out_of_handles());
+        assert!(!io(libc::ENOSPC).is_out_of_handles());
+        assert!(!Error::corruption("/db/000001.sst", 0, "bad").is_out_of_handles());
     }
 }

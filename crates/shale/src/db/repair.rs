@@ -196,12 +196,15 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             // Every table is held open until the merge ends (a map each, or a descriptor where
             // maps are unavailable): running out of them says nothing about the table, which
             // must not be set aside as lost. Nothing has been changed yet.
-            Err(Error::Io { path, source, .. }) if out_of_handles(&source) => {
-                return Err(Error::Io {
-                    op: "open every table for repair (nothing was changed; raise the limit on \
-                         open files and run it again)",
-                    path,
-                    source,
+            Err(e) if e.is_out_of_handles() => {
+                return Err(match e {
+                    Error::Io { path, source, .. } => Error::Io {
+                        op: "open every table for repair (nothing was changed; raise the limit \
+                             on open files and run it again)",
+                        path,
+                        source,
+                    },
+                    other => other,
                 });
             }
             Err(e) => {
@@ -372,10 +375,8 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
                 if let Err(e) = blob_cache.read(Some(p.user_key), &r) {
                     // Out of descriptors is not damage: dropping the entry would lose it for
                     // good. The new tables are removed and nothing is changed.
-                    if let Error::Io { source, .. } = &e {
-                        if out_of_handles(source) {
-                            return Err(e);
-                        }
+                    if e.is_out_of_handles() {
+                        return Err(e);
                     }
                     report.problems.push(format!(
                         "dropped an entry whose blob value is unreadable: {e}"
@@ -422,14 +423,6 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
         edit.add_blob_bytes(number, bytes);
     }
     Ok(())
-}
-
-/// Whether an open failed for want of descriptors or memory rather than because of the file.
-fn out_of_handles(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)
-    )
 }
 
 /// What the salvaged tables met while the merge read them.
