@@ -125,5 +125,7 @@ def repair_db(path: _Path) -> Dict[str, Union[int, List[str]]]:
     """Salvages a damaged database (it must not be open); damaged files move to path/lost/.
 
     Returns tables_scanned, wals_scanned, entries_recovered, wal_records_recovered,
-    tables_written, problems (a str per loss, empty when nothing was lost) and moved_to_lost.
+    tables_written, intermediate_tables (written and removed again when more tables overlapped
+    than repair may hold open at once), problems (a str per loss, empty when nothing was lost)
+    and moved_to_lost.
     """

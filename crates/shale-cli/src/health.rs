@@ -773,6 +773,14 @@ fn print_repair_report(db_path: &Path, report: &shale::RepairReport) -> CliResul
         "  salvaged {} entries ({} WAL records replayed) into {} new tables",
         report.entries_recovered, report.wal_records_recovered, report.tables_written
     )?;
+    if report.intermediate_tables > 0 {
+        writeln!(
+            out,
+            "  ({} intermediate tables written and removed: more tables overlapped than \
+             max_open_files allows open at once)",
+            report.intermediate_tables
+        )?;
+    }
     if report.problems.is_empty() {
         writeln!(out, "  nothing was lost")?;
     } else {

@@ -911,7 +911,9 @@ fn destroy_db(py: Python<'_>, path: PathBuf) -> PyResult<()> {
 /// Salvages what it can from a damaged database in `path` (a str or os.PathLike): every readable
 /// entry is rewritten under a new manifest and damaged files move to `path/lost/`. The
 /// database must not be open. Returns a dict: `tables_scanned`, `wals_scanned`,
-/// `entries_recovered`, `wal_records_recovered`, `tables_written` (ints), `problems` (a str
+/// `entries_recovered`, `wal_records_recovered`, `tables_written`, `intermediate_tables`
+/// (ints; the last counts tables written and removed again when more tables overlapped than
+/// repair may hold open at once), `problems` (a str
 /// per loss; empty when nothing was lost) and `moved_to_lost` (paths as str). Like plyvel's
 /// `repair_db`, which returns nothing.
 #[pyfunction]
@@ -925,6 +927,7 @@ fn repair_db(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("entries_recovered", report.entries_recovered)?;
     out.set_item("wal_records_recovered", report.wal_records_recovered)?;
     out.set_item("tables_written", report.tables_written)?;
+    out.set_item("intermediate_tables", report.intermediate_tables)?;
     out.set_item("problems", report.problems)?;
     let moved: Vec<String> = report
         .moved_to_lost

@@ -600,3 +600,144 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
         report.entries_recovered
     );
 }
+
+/// The `.sst` files in `dir`.
+fn table_names(fs: &dyn shale::env::Fs, dir: &Path) -> Vec<String> {
+    let mut names: Vec<_> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .filter(|name| name.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Repair opens tables a run at a time, not all at once: 40 tables of consecutive key ranges
+/// and 3 that span them all need 4 open at once (one per run), and repair succeeds under a
+/// descriptor limit far below the table count, where holding every table open ran out.
+#[test]
+fn repair_holds_open_only_as_many_tables_as_overlap() {
+    let fault = shale::env::FaultFs::in_memory();
+    let dir = Path::new("/db");
+    let options = Options {
+        compression: shale::Compression::None,
+        // Every flush stays a level-0 table of its own.
+        level0_file_num_compaction_trigger: 100,
+        level0_slowdown_writes_trigger: 100,
+        level0_stop_writes_trigger: 100,
+        fs: Arc::new(fault.clone()),
+        ..Options::default()
+    };
+    let (slices, per_slice) = (40u32, 50u32);
+    let n = slices * per_slice;
+    {
+        let db = Db::open(dir, options.clone()).expect("open");
+        for slice in 0..slices {
+            for i in slice * per_slice..(slice + 1) * per_slice {
+                let (k, v) = kv(i);
+                db.put(&k, &v).expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        // Three tables across the whole range: every tenth key rewritten, then every
+        // twentieth, then one key deleted.
+        for step in [10u32, 20] {
+            for i in (0..n).step_by(step as usize) {
+                db.put(&kv(i).0, format!("step-{step}").as_bytes())
+                    .expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        db.put(&kv(0).0, b"first").expect("put");
+        db.delete(&kv(n - 1).0).expect("delete");
+        db.flush().expect("flush");
+    }
+    assert_eq!(table_names(&fault, dir).len(), slices as usize + 3);
+
+    fault.set_open_file_limit(Some(12));
+    fault.reset_peak_open_files();
+    let report = Db::repair(dir, &options).expect("repair under a limit of 12 open files");
+    assert_eq!(report.tables_scanned, slices as usize + 3);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.intermediate_tables, 0);
+    // Four runs read at once, plus the table being written and the check of a finished one.
+    let peak = fault.peak_open_files();
+    assert!(peak <= 6, "{peak} files open at once");
+
+    fault.set_open_file_limit(None);
+    let db = Db::open(dir, options).expect("open after repair");
+    for i in 0..n {
+        let (k, v) = kv(i);
+        let want = match i {
+            0 => Some(b"first".to_vec()),
+            _ if i == n - 1 => None,
+            _ if i % 20 == 0 => Some(b"step-20".to_vec()),
+            _ if i % 10 == 0 => Some(b"step-10".to_vec()),
+            _ => Some(v),
+        };
+        assert_eq!(db.get(&k).expect("get"), want, "key {i}");
+    }
+}
+
+/// When more tables overlap than `max_open_files` lets repair hold open, it merges groups of
+/// them into intermediate tables first, never holding more open than the limit, and removes
+/// the intermediate tables once the new manifest is in place. The newest version of every
+/// key wins across the passes, deletions included.
+#[test]
+fn repair_merges_deep_overlaps_in_passes_within_max_open_files() {
+    let fault = shale::env::FaultFs::in_memory();
+    let dir = Path::new("/db");
+    let options = Options {
+        compression: shale::Compression::None,
+        level0_file_num_compaction_trigger: 100,
+        level0_slowdown_writes_trigger: 100,
+        level0_stop_writes_trigger: 100,
+        max_open_files: 16,
+        fs: Arc::new(fault.clone()),
+        ..Options::default()
+    };
+    // 30 tables, each across the whole key range, each rewriting key 0.
+    let (rounds, n) = (30u32, 3000u32);
+    {
+        let db = Db::open(dir, options.clone()).expect("open");
+        for round in 0..rounds {
+            for i in (0..n).filter(|i| i % rounds == round && *i != 0) {
+                let (k, v) = kv(i);
+                db.put(&k, &v).expect("put");
+            }
+            db.put(&kv(0).0, format!("round-{round}").as_bytes())
+                .expect("put");
+            if round == rounds - 1 {
+                db.delete(&kv(1).0).expect("delete");
+            }
+            db.flush().expect("flush");
+        }
+    }
+    assert_eq!(table_names(&fault, dir).len(), rounds as usize);
+
+    fault.set_open_file_limit(Some(16));
+    fault.reset_peak_open_files();
+    let report = Db::repair(dir, &options).expect("repair");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(report.intermediate_tables > 0, "{report:?}");
+    let peak = fault.peak_open_files();
+    assert!(peak <= 16, "{peak} files open at once");
+    assert_eq!(
+        table_names(&fault, dir).len(),
+        report.tables_written,
+        "the intermediate tables are gone"
+    );
+
+    fault.set_open_file_limit(None);
+    let db = Db::open(dir, options).expect("open after repair");
+    for i in 0..n {
+        let (k, v) = kv(i);
+        let want = match i {
+            0 => Some(format!("round-{}", rounds - 1).into_bytes()),
+            1 => None,
+            _ => Some(v),
+        };
+        assert_eq!(db.get(&k).expect("get"), want, "key {i}");
+    }
+}

@@ -5,10 +5,15 @@
 //! Rewriting everything (instead of reusing intact tables) keeps the result correct even when
 //! salvaged tables would otherwise overlap in ways the level invariants forbid.
 //!
-//! Memory: tables are read as the merge goes, a block at a time each, so the entries of the
-//! database are never all in memory; every table stays open until the merge ends, with its
-//! index and filter. A WAL, whose records are not sorted, is replayed into a memtable of its
-//! own first (a WAL holds about one write buffer's worth).
+//! Memory and descriptors: each table is opened once, alone, to learn the key range its
+//! properties record, and closed. The tables are then dealt into runs whose ranges do not
+//! overlap ([`partition_into_runs`]), and the merge reads each run front to back with only its
+//! current table open ([`TableRun`]), a block at a time: the entries of the database are never
+//! all in memory, and the tables open at once are as many as overlap at one key, not all of
+//! them. When more overlap than `max_open_files` allows open (less a few descriptors kept for
+//! other files), groups of runs are first merged into intermediate tables, removed once the
+//! repair is done ([`merge_down_to`]). A WAL, whose records are not sorted, is replayed into a
+//! memtable of its own first (a WAL holds about one write buffer's worth).
 //!
 //! Blob files stay where they are and are never rewritten: an entry keeps its blob reference
 //! when the record it names reads back intact (else the entry is dropped and reported), and the
@@ -52,6 +57,10 @@ pub struct RepairReport {
     pub moved_to_lost: Vec<PathBuf>,
     /// Tables written by the repair.
     pub tables_written: usize,
+    /// Tables written by intermediate merges and removed once the repair is done: more tables
+    /// overlapped than repair may hold open at once (`max_open_files`, less a few descriptors
+    /// kept for other files), so groups of them were merged first. 0 in most repairs.
+    pub intermediate_tables: usize,
 }
 
 /// Salvages what it can from `dir` into a consistent database.
@@ -171,59 +180,30 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         sources.push(Box::new(it));
     }
 
-    let flags = ReadFlags {
-        verify_checksums: true,
-        fill_cache: false,
-        release_behind: true,
-    };
     let salvage_log = Arc::new(Mutex::new(SalvageLog::default()));
+    let opener = TableOpener {
+        fs: fs.clone(),
+        table_options: table_options.clone(),
+        icmp: icmp.clone(),
+        log: salvage_log.clone(),
+    };
+    // Each table is opened on its own to learn the key range its properties record, then
+    // closed: the merge below reopens it only when it reaches it.
+    let mut spans = Vec::new();
     for &n in &tables {
         report.tables_scanned += 1;
         let path = table_file_name(dir, n);
-        let opened = fs
-            .open_random(&path)
-            .and_then(|file| TableReader::open(table_options.clone(), file, path.clone(), n, None));
-        let table = match opened {
-            Ok(t) => Arc::new(t),
-            // A table written with another comparator is not damaged: salvaging under the wrong
-            // order would move every table aside. Nothing has been changed yet.
-            Err(Error::InvalidArgument(message)) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{message}; repair must be run with the comparator the database was \
-                     written with (nothing was changed)"
-                )));
-            }
-            // Every table is held open until the merge ends (a map each, or a descriptor where
-            // maps are unavailable): running out of them says nothing about the table, which
-            // must not be set aside as lost. Nothing has been changed yet.
-            Err(e) if e.is_out_of_handles() => {
-                return Err(match e {
-                    Error::Io { path, source, .. } => Error::Io {
-                        op: "open every table for repair (nothing was changed; raise the limit \
-                             on open files and run it again)",
-                        path,
-                        source,
-                    },
-                    other => other,
-                });
-            }
+        match opener.open(n, &path) {
+            Ok(table) => spans.push(TableSpan::new(n, path, table.properties(), &icmp)),
             Err(e) => {
+                let e = damage_or_stop(e)?;
                 report.problems.push(format!(
                     "{}: unreadable, all of it lost: {e}",
                     path.display()
                 ));
                 damaged.push(path);
-                continue;
             }
-        };
-        // Read as the merge goes, not copied into memory first: repair never holds the
-        // database's entries, only each open table's index, filter and current block.
-        sources.push(Box::new(SalvagedTable::new(
-            table.iter(flags),
-            icmp.clone(),
-            path,
-            salvage_log.clone(),
-        )));
+        }
     }
 
     // The salvaged entries go into new tables numbered after every existing file. The old
@@ -234,20 +214,42 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     let first_number = max_number.saturating_add(1);
     let mut next_number = first_number;
     let mut edit = VersionEdit::default();
-    let mut merged = MergingIterator::new(icmp.clone(), sources);
-    merged.seek_to_first();
-    let built = write_tables(
-        TableSink {
-            dir,
-            options,
-            table_options: &table_options,
-            next_number: &mut next_number,
-            edit: &mut edit,
-            report: &mut report,
-        },
-        &mut merged,
-    );
-    drop(merged);
+    let mut intermediate = Vec::new();
+    let built = (|| {
+        let runs = merge_down_to(
+            partition_into_runs(spans, &icmp),
+            fan_in(options),
+            &opener,
+            TableSink {
+                dir,
+                options,
+                table_options: &table_options,
+                next_number: &mut next_number,
+                edit: &mut edit,
+                report: &mut report,
+            },
+            &mut intermediate,
+        )?;
+        sources.extend(
+            runs.into_iter()
+                .map(|run| Box::new(TableRun::new(run, &opener)) as Box<dyn InternalIterator>),
+        );
+        let mut merged = MergingIterator::new(icmp.clone(), std::mem::take(&mut sources));
+        merged.seek_to_first();
+        write_tables(
+            TableSink {
+                dir,
+                options,
+                table_options: &table_options,
+                next_number: &mut next_number,
+                edit: &mut edit,
+                report: &mut report,
+            },
+            &mut merged,
+        )?;
+        drop(merged);
+        opener.take_fatal()
+    })();
     {
         let mut log = salvage_log.lock();
         report.problems.append(&mut log.problems);
@@ -294,7 +296,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     for &n in &wals {
         let _ = fs.remove(&wal_file_name(dir, n));
     }
-    for &n in &tables {
+    for &n in tables.iter().chain(&intermediate) {
         let _ = fs.remove(&table_file_name(dir, n));
     }
     fs.sync_dir(dir)?;
@@ -425,6 +427,408 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
     Ok(())
 }
 
+/// Descriptors left for what repair opens besides the tables it reads (blob files, the table
+/// being written, the manifest): `max_open_files` less these bounds the tables a merge holds
+/// open at once.
+const RESERVED_FILES: usize = 10;
+
+/// How repair reads tables: checked, kept out of the block cache, released behind the reader.
+const SALVAGE_READ: ReadFlags = ReadFlags {
+    verify_checksums: true,
+    fill_cache: false,
+    release_behind: true,
+};
+
+/// The most runs of tables one merge reads at once (one table open per run).
+fn fan_in(options: &Options) -> usize {
+    options.max_open_files.saturating_sub(RESERVED_FILES).max(2)
+}
+
+/// Sorts an error met opening a table into a loss of that table (`Ok`, with the error to
+/// report) or a reason to stop the repair before it changes anything (`Err`): a table written
+/// with another comparator is not damaged, and running out of descriptors says nothing about
+/// the table, so neither may set it aside as lost.
+fn damage_or_stop(e: Error) -> Result<Error> {
+    if e.is_out_of_handles() {
+        return Err(match e {
+            Error::Io { path, source, .. } => Error::Io {
+                op: "open a table for repair (nothing was changed; raise the limit on open \
+                     files and run it again)",
+                path,
+                source,
+            },
+            other => other,
+        });
+    }
+    match e {
+        Error::InvalidArgument(message) => Err(Error::InvalidArgument(format!(
+            "{message}; repair must be run with the comparator the database was written with \
+             (nothing was changed)"
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// Opens the tables repair reads, and hands on what stops it.
+#[derive(Clone)]
+struct TableOpener {
+    fs: Arc<dyn crate::env::Fs>,
+    table_options: TableOptions,
+    icmp: InternalKeyComparator,
+    log: Arc<Mutex<SalvageLog>>,
+}
+
+impl TableOpener {
+    fn open(&self, number: u64, path: &Path) -> Result<Arc<TableReader>> {
+        let file = self.fs.open_random(path)?;
+        let table = TableReader::open(
+            self.table_options.clone(),
+            file,
+            path.to_path_buf(),
+            number,
+            None,
+        )?;
+        Ok(Arc::new(table))
+    }
+
+    /// The error that made a [`TableRun`] stop, if one did.
+    fn take_fatal(&self) -> Result<()> {
+        match self.log.lock().fatal.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A table repair read once, closed again, and will read through a [`TableRun`].
+#[derive(Debug, Clone)]
+struct TableSpan {
+    number: u64,
+    path: PathBuf,
+    /// The smallest and largest internal keys its properties record; `None` when they record
+    /// none, or an impossible one (the table is then read on its own, unbounded).
+    range: Option<(Vec<u8>, Vec<u8>)>,
+    file_size: u64,
+}
+
+impl TableSpan {
+    fn new(
+        number: u64,
+        path: PathBuf,
+        props: &crate::sstable::TableProperties,
+        icmp: &InternalKeyComparator,
+    ) -> TableSpan {
+        let (smallest, largest) = (&props.smallest_key, &props.largest_key);
+        let sane = parse_internal_key(smallest).is_some()
+            && parse_internal_key(largest).is_some()
+            && icmp.compare(smallest, largest) != std::cmp::Ordering::Greater;
+        TableSpan {
+            number,
+            path,
+            range: sane.then(|| (smallest.clone(), largest.clone())),
+            file_size: props.file_size,
+        }
+    }
+}
+
+/// Deals `spans` into runs of tables whose ranges do not overlap, each in key order, so that a
+/// merge reads one table of each run at a time: as many runs as tables overlap at any key (the
+/// depth of level 0 plus one per level in a database repair finds whole), not one per table.
+/// Each table, in order of its smallest key, joins the first run whose last table ends before
+/// it starts (which needs the fewest runs); a table with no range is a run of its own.
+fn partition_into_runs(spans: Vec<TableSpan>, icmp: &InternalKeyComparator) -> Vec<Vec<TableSpan>> {
+    let (mut ranged, unranged): (Vec<_>, Vec<_>) =
+        spans.into_iter().partition(|s| s.range.is_some());
+    let smallest = |s: &TableSpan| s.range.as_ref().map(|r| r.0.clone()).unwrap_or_default();
+    ranged.sort_by(|a, b| {
+        icmp.compare(&smallest(a), &smallest(b))
+            .then(a.number.cmp(&b.number))
+    });
+    let mut runs: Vec<Vec<TableSpan>> = Vec::new();
+    for span in ranged {
+        let Some((start, _)) = span.range.as_ref() else {
+            continue;
+        };
+        let fits = runs.iter().position(|run| {
+            run.last()
+                .and_then(|last| last.range.as_ref())
+                .is_some_and(|(_, end)| icmp.compare(end, start) == std::cmp::Ordering::Less)
+        });
+        match fits {
+            Some(i) => runs[i].push(span),
+            None => runs.push(vec![span]),
+        }
+    }
+    runs.extend(unranged.into_iter().map(|span| vec![span]));
+    runs
+}
+
+/// Merges the smallest runs into one, a pass at a time, until at most `fan_in` are left. Each
+/// pass writes its run as new tables (numbered from the sink's next number, and listed in
+/// `intermediate` so that they are removed once the repair is done) and keeps every entry:
+/// duplicates and unreadable blob values are dealt with by the final merge.
+fn merge_down_to(
+    mut runs: Vec<Vec<TableSpan>>,
+    fan_in: usize,
+    opener: &TableOpener,
+    mut sink: TableSink<'_>,
+    intermediate: &mut Vec<u64>,
+) -> Result<Vec<Vec<TableSpan>>> {
+    while runs.len() > fan_in {
+        runs.sort_by_key(|run| run.iter().map(|s| s.file_size).sum::<u64>());
+        let group: Vec<_> = runs.drain(..fan_in).collect();
+        let merged = write_run(group, opener, &mut sink, intermediate)?;
+        if !merged.is_empty() {
+            runs.push(merged);
+        }
+    }
+    Ok(runs)
+}
+
+/// Writes the merge of `group` as one run of new tables of about `max_file_size` each, each
+/// checked once finished.
+fn write_run(
+    group: Vec<Vec<TableSpan>>,
+    opener: &TableOpener,
+    sink: &mut TableSink<'_>,
+    intermediate: &mut Vec<u64>,
+) -> Result<Vec<TableSpan>> {
+    let sources = group
+        .into_iter()
+        .map(|run| Box::new(TableRun::new(run, opener)) as Box<dyn InternalIterator>)
+        .collect();
+    let mut merged = MergingIterator::new(opener.icmp.clone(), sources);
+    merged.seek_to_first();
+    let fs = sink.options.fs.clone();
+    let mut out = Vec::new();
+    let mut builder: Option<(u64, TableBuilder)> = None;
+    let mut previous: Vec<u8> = Vec::new();
+    let mut finish = |number: u64, b: TableBuilder| -> Result<()> {
+        let props = b.finish()?;
+        super::background::verify_table(fs.as_ref(), sink.dir, number)?;
+        let path = table_file_name(sink.dir, number);
+        out.push(TableSpan::new(number, path, &props, &opener.icmp));
+        Ok(())
+    };
+    while merged.valid() {
+        let key = merged.key();
+        // The same entry may survive in two tables (a compaction's input and its output).
+        if key != previous.as_slice() {
+            let (_, b) = match builder.as_mut() {
+                Some(b) => b,
+                None => {
+                    let number = *sink.next_number;
+                    *sink.next_number += 1;
+                    intermediate.push(number);
+                    let path = table_file_name(sink.dir, number);
+                    let file = sink.options.fs.create(&path)?;
+                    let b = TableBuilder::new(sink.table_options.clone(), file, path);
+                    builder.insert((number, b))
+                }
+            };
+            b.add(key, merged.value())?;
+            previous.clear();
+            previous.extend_from_slice(key);
+            if b.file_size() >= sink.options.max_file_size {
+                if let Some((number, b)) = builder.take() {
+                    finish(number, b)?;
+                }
+            }
+        }
+        merged.next();
+    }
+    if let Some((number, b)) = builder.take() {
+        finish(number, b)?;
+    }
+    merged.status()?;
+    opener.take_fatal()?;
+    sink.report.intermediate_tables = intermediate.len();
+    Ok(out)
+}
+
+/// Opens a table of a run as a salvaged source (an iterator of `I` in tests).
+type OpenSpan<I> = Box<dyn FnMut(&TableSpan) -> Result<I> + Send>;
+
+/// A run of tables whose ranges do not overlap, read in key order with only the table being
+/// read open: the next one is opened when it ends. Each table is a [`SalvagedTable`] held to
+/// the range its properties record, so the run's order holds across tables even when a table
+/// strays outside it (it ends there, logged as damaged). A table that can no longer be opened
+/// is logged as lost; running out of descriptors instead stops the run and leaves the error
+/// in the log for the repair to return.
+struct TableRun<I> {
+    spans: Vec<TableSpan>,
+    open: OpenSpan<I>,
+    icmp: InternalKeyComparator,
+    log: Arc<Mutex<SalvageLog>>,
+    /// The span of `current`, or the last one tried.
+    index: usize,
+    current: Option<SalvagedTable<I>>,
+    /// The run stopped on an error that stops the repair.
+    stopped: bool,
+}
+
+impl TableRun<crate::sstable::TableIterator> {
+    fn new(spans: Vec<TableSpan>, opener: &TableOpener) -> Self {
+        let o = opener.clone();
+        let open: OpenSpan<_> =
+            Box::new(move |span| Ok(o.open(span.number, &span.path)?.iter(SALVAGE_READ)));
+        TableRun::with_opener(spans, open, opener.icmp.clone(), opener.log.clone())
+    }
+}
+
+impl<I: InternalIterator> TableRun<I> {
+    fn with_opener(
+        spans: Vec<TableSpan>,
+        open: OpenSpan<I>,
+        icmp: InternalKeyComparator,
+        log: Arc<Mutex<SalvageLog>>,
+    ) -> Self {
+        TableRun {
+            spans,
+            open,
+            icmp,
+            log,
+            index: 0,
+            current: None,
+            stopped: false,
+        }
+    }
+
+    /// Opens span `index`, or logs why it cannot be.
+    fn enter(&mut self, index: usize) -> Option<SalvagedTable<I>> {
+        self.index = index;
+        let span = &self.spans[index];
+        match (self.open)(span) {
+            Ok(inner) => Some(
+                SalvagedTable::new(
+                    inner,
+                    self.icmp.clone(),
+                    span.path.clone(),
+                    self.log.clone(),
+                )
+                .within(span.range.clone()),
+            ),
+            Err(e) => {
+                let mut log = self.log.lock();
+                match damage_or_stop(e) {
+                    Ok(e) => {
+                        log.problems.push(format!(
+                            "{}: unreadable when read again, all of it lost: {e}",
+                            span.path.display()
+                        ));
+                        log.damaged.push(span.path.clone());
+                    }
+                    Err(fatal) => {
+                        log.fatal.get_or_insert(fatal);
+                        self.stopped = true;
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Lands on the first entry at or after `target` (the first entry without one) in the
+    /// spans from `index` on.
+    fn forward_from(&mut self, mut index: usize, target: Option<&[u8]>) {
+        self.current = None;
+        while index < self.spans.len() && !self.stopped {
+            if let Some(mut table) = self.enter(index) {
+                match target {
+                    Some(target) => table.seek(target),
+                    None => table.seek_to_first(),
+                }
+                if table.valid() {
+                    self.current = Some(table);
+                    return;
+                }
+            }
+            index += 1;
+        }
+    }
+
+    /// Lands on the last entry at or before `target` (the last entry without one) in the
+    /// spans up to `index`.
+    fn backward_from(&mut self, mut index: Option<usize>, target: Option<&[u8]>) {
+        self.current = None;
+        while let Some(i) = index.filter(|_| !self.stopped) {
+            if let Some(mut table) = self.enter(i) {
+                match target {
+                    Some(target) => table.seek_for_prev(target),
+                    None => table.seek_to_last(),
+                }
+                if table.valid() {
+                    self.current = Some(table);
+                    return;
+                }
+            }
+            index = i.checked_sub(1);
+        }
+    }
+}
+
+impl<I: InternalIterator> InternalIterator for TableRun<I> {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|t| t.valid())
+    }
+    fn seek_to_first(&mut self) {
+        self.forward_from(0, None);
+    }
+    fn seek_to_last(&mut self) {
+        self.backward_from(self.spans.len().checked_sub(1), None);
+    }
+    fn seek(&mut self, target: &[u8]) {
+        // The first span that does not end before the target (one without a range is a run's
+        // only span).
+        let first = self.spans.partition_point(|s| {
+            s.range.as_ref().is_some_and(|(_, largest)| {
+                self.icmp.compare(largest, target) == std::cmp::Ordering::Less
+            })
+        });
+        self.forward_from(first, Some(target));
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        // Past the last span that starts at or before the target.
+        let end = self.spans.partition_point(|s| {
+            s.range.as_ref().is_none_or(|(smallest, _)| {
+                self.icmp.compare(smallest, target) != std::cmp::Ordering::Greater
+            })
+        });
+        self.backward_from(end.checked_sub(1), Some(target));
+    }
+    fn next(&mut self) {
+        let Some(table) = self.current.as_mut() else {
+            return;
+        };
+        table.next();
+        if !table.valid() {
+            self.forward_from(self.index + 1, None);
+        }
+    }
+    fn prev(&mut self) {
+        let Some(table) = self.current.as_mut() else {
+            return;
+        };
+        table.prev();
+        if !table.valid() {
+            self.backward_from(self.index.checked_sub(1), None);
+        }
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |t| t.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |t| t.value())
+    }
+    fn status(&self) -> Result<()> {
+        // Losses are in the log; an error that stops the repair is taken from it at the end.
+        Ok(())
+    }
+    fn source(&self) -> Option<(&Path, u64)> {
+        self.current.as_ref().and_then(|t| t.source())
+    }
+}
+
 /// What the salvaged tables met while the merge read them.
 #[derive(Default)]
 struct SalvageLog {
@@ -434,6 +838,18 @@ struct SalvageLog {
     damaged: Vec<PathBuf>,
     /// The highest sequence number among the entries of the tables read to their end.
     last_sequence: u64,
+    /// Why a table could not be reopened in a way that says nothing about the table (out of
+    /// descriptors): the repair stops and changes nothing.
+    fatal: Option<Error>,
+}
+
+/// Why a [`SalvagedTable`] ended before its last entry although its blocks read back intact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// A key not above the one before it.
+    OutOfOrder,
+    /// A key outside the range the table's properties record.
+    OutsideRange,
 }
 
 /// One table's readable entries, read from its file as the merge asks for them.
@@ -442,7 +858,8 @@ struct SalvageLog {
 /// table quietly: `status` stays `Ok`, so the merge goes on with the other sources, and the
 /// loss is written to the shared [`SalvageLog`] with the count of entries read before it. So
 /// does a key that is not above the one before it (a table whose blocks check out but whose
-/// order does not), since the merge and the tables it writes rely on each source's order.
+/// order does not), since the merge and the tables it writes rely on each source's order, and
+/// a key outside the range given to [`SalvagedTable::within`], which a [`TableRun`] relies on.
 /// Repair reads each source once, front to back; other moves go to the table's iterator and
 /// skip malformed keys in their own direction; the order is checked going forward from where
 /// the last seek landed.
@@ -452,8 +869,11 @@ struct SalvagedTable<I> {
     icmp: InternalKeyComparator,
     /// The key of the last entry passed on going forward (empty before the first).
     previous: Vec<u8>,
-    /// A key out of order ended the table.
-    out_of_order: bool,
+    /// The smallest and largest internal keys the table's properties record, if it is to be
+    /// held to them (a run of tables relies on each staying inside its own range).
+    range: Option<(Vec<u8>, Vec<u8>)>,
+    /// What ended the table before its last entry, other than damage.
+    stop: Option<Stop>,
     path: PathBuf,
     /// Entries passed on so far.
     entries: u64,
@@ -477,7 +897,8 @@ impl<I: InternalIterator> SalvagedTable<I> {
             inner,
             icmp,
             previous: Vec::new(),
-            out_of_order: false,
+            range: None,
+            stop: None,
             path,
             entries: 0,
             malformed: 0,
@@ -487,10 +908,25 @@ impl<I: InternalIterator> SalvagedTable<I> {
         }
     }
 
+    /// Holds the table to the smallest and largest internal keys of `range`: the first key
+    /// outside it ends the table, as a key out of order does.
+    fn within(mut self, range: Option<(Vec<u8>, Vec<u8>)>) -> SalvagedTable<I> {
+        self.range = range;
+        self
+    }
+
     /// Forgets the order kept so far, before a seek: order is checked from where a seek lands.
     fn reposition(&mut self) {
         self.previous.clear();
-        self.out_of_order = false;
+        self.stop = None;
+    }
+
+    /// Whether `key` lies outside the range the table is held to.
+    fn outside_range(&self, key: &[u8]) -> bool {
+        self.range.as_ref().is_some_and(|(smallest, largest)| {
+            self.icmp.compare(key, smallest) == std::cmp::Ordering::Less
+                || self.icmp.compare(key, largest) == std::cmp::Ordering::Greater
+        })
     }
 
     /// Moves past entries with malformed keys (`forward`: with `next`), then notes the entry
@@ -504,7 +940,10 @@ impl<I: InternalIterator> SalvagedTable<I> {
                         && self.icmp.compare(&self.previous, self.inner.key())
                             != std::cmp::Ordering::Less =>
                 {
-                    self.out_of_order = true;
+                    self.stop = Some(Stop::OutOfOrder);
+                }
+                Some(_) if self.outside_range(self.inner.key()) => {
+                    self.stop = Some(Stop::OutsideRange);
                 }
                 Some(p) => {
                     self.entries += 1;
@@ -545,9 +984,13 @@ impl<I: InternalIterator> SalvagedTable<I> {
                 self.entries
             ));
             log.damaged.push(self.path.clone());
-        } else if self.out_of_order {
+        } else if let Some(stop) = self.stop {
+            let what = match stop {
+                Stop::OutOfOrder => "keys out of order",
+                Stop::OutsideRange => "a key outside the range its properties record",
+            };
             log.problems.push(format!(
-                "{}: keys out of order after {} entries, the rest lost",
+                "{}: {what} after {} entries, the rest lost",
                 self.path.display(),
                 self.entries
             ));
@@ -558,7 +1001,7 @@ impl<I: InternalIterator> SalvagedTable<I> {
 
 impl<I: InternalIterator> InternalIterator for SalvagedTable<I> {
     fn valid(&self) -> bool {
-        !self.out_of_order && self.inner.valid()
+        self.stop.is_none() && self.inner.valid()
     }
     fn seek_to_first(&mut self) {
         self.reposition();
@@ -691,5 +1134,222 @@ mod tests {
         let log = log.lock();
         assert!(log.problems.is_empty() && log.damaged.is_empty());
         assert_eq!(log.last_sequence, 100);
+    }
+
+    fn span(number: u64, range: Option<(&str, &str)>) -> TableSpan {
+        TableSpan {
+            number,
+            path: PathBuf::from(format!("/db/{number:06}.sst")),
+            range: range.map(|(a, b)| (entry(a, 9).0, entry(b, 1).0)),
+            file_size: 100,
+        }
+    }
+
+    fn numbers(runs: &[Vec<TableSpan>]) -> Vec<Vec<u64>> {
+        runs.iter()
+            .map(|run| run.iter().map(|s| s.number).collect())
+            .collect()
+    }
+
+    #[test]
+    fn tables_are_dealt_into_as_many_runs_as_overlap_at_one_key() {
+        let spans = vec![
+            span(1, Some(("a", "c"))),
+            span(2, Some(("d", "f"))),
+            span(3, Some(("b", "e"))),
+            span(4, Some(("g", "h"))),
+            span(5, Some(("c", "c"))),
+            span(6, None),
+        ];
+        let runs = partition_into_runs(spans, &icmp());
+        // a-c, d-f and g-h follow each other; b-e overlaps both of the first two; c-c overlaps
+        // a-c and b-e. Three deep at "c", so three runs, and the table without a range alone.
+        assert_eq!(
+            numbers(&runs),
+            vec![vec![1, 2, 4], vec![3], vec![5], vec![6]]
+        );
+        // A range whose keys do not parse, or whose ends are the wrong way round, is none.
+        let props = crate::sstable::TableProperties {
+            smallest_key: entry("z", 1).0,
+            largest_key: entry("a", 1).0,
+            ..Default::default()
+        };
+        assert!(TableSpan::new(7, PathBuf::new(), &props, &icmp())
+            .range
+            .is_none());
+    }
+
+    type Opened = Arc<Mutex<Vec<u64>>>;
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// A run over `tables` (span, entries); opening span `number` fails with `fail`'s error.
+    fn run_of(
+        tables: Vec<(TableSpan, Entries)>,
+        fail: Option<(u64, i32)>,
+        log: &Arc<Mutex<SalvageLog>>,
+    ) -> (TableRun<VecIterator>, Opened) {
+        let opened: Opened = Arc::default();
+        let seen = opened.clone();
+        let contents: Vec<_> = tables.iter().map(|(s, e)| (s.number, e.clone())).collect();
+        let open: OpenSpan<VecIterator> = Box::new(move |span| {
+            seen.lock().push(span.number);
+            if let Some((_, errno)) = fail.filter(|(n, _)| *n == span.number) {
+                return Err(Error::io(
+                    "open",
+                    &span.path,
+                    std::io::Error::from_raw_os_error(errno),
+                ));
+            }
+            let entries = contents
+                .iter()
+                .find(|(n, _)| *n == span.number)
+                .map(|(_, e)| e.clone())
+                .unwrap_or_default();
+            Ok(VecIterator::unsorted(entries, icmp()))
+        });
+        let spans = tables.into_iter().map(|(s, _)| s).collect();
+        (
+            TableRun::with_opener(spans, open, icmp(), log.clone()),
+            opened,
+        )
+    }
+
+    fn keys_of(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<Vec<u8>> {
+        entries.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    #[test]
+    fn a_run_reads_its_tables_in_key_order_opening_each_when_it_gets_there() {
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        let t1 = vec![entry("a", 5), entry("b", 4)];
+        let t2 = vec![entry("c", 3)];
+        let t3 = vec![entry("d", 2), entry("e", 1)];
+        let (mut run, opened) = run_of(
+            vec![
+                (span(1, Some(("a", "b"))), t1.clone()),
+                (span(2, Some(("c", "c"))), t2.clone()),
+                (span(3, Some(("d", "e"))), t3.clone()),
+            ],
+            None,
+            &log,
+        );
+        let mut keys = Vec::new();
+        run.seek_to_first();
+        assert_eq!(
+            *opened.lock(),
+            vec![1],
+            "only the first table is open at the start"
+        );
+        while run.valid() {
+            keys.push(run.key().to_vec());
+            run.next();
+        }
+        assert_eq!(keys, [keys_of(&t1), keys_of(&t2), keys_of(&t3)].concat());
+        assert_eq!(*opened.lock(), vec![1, 2, 3]);
+
+        // Seeks land in the table that holds the target, and moves cross table bounds.
+        run.seek(&entry("bb", 9).0);
+        assert_eq!(run.key(), t2[0].0.as_slice());
+        run.prev();
+        assert_eq!(run.key(), t1[1].0.as_slice());
+        run.seek_for_prev(&entry("cc", 9).0);
+        assert_eq!(run.key(), t2[0].0.as_slice());
+        run.seek_to_last();
+        assert_eq!(run.key(), t3[1].0.as_slice());
+        run.seek(&entry("f", 9).0);
+        assert!(!run.valid());
+        let log = log.lock();
+        assert!(
+            log.problems.is_empty() && log.fatal.is_none(),
+            "{:?}",
+            log.problems
+        );
+    }
+
+    #[test]
+    fn a_table_straying_outside_its_range_ends_there_and_the_run_goes_on() {
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        // The second table records c..d but holds "e", which the third table's range starts
+        // at: passed on, it would break the run's order.
+        let (mut run, _) = run_of(
+            vec![
+                (span(1, Some(("a", "b"))), vec![entry("a", 1)]),
+                (
+                    span(2, Some(("c", "d"))),
+                    vec![entry("c", 2), entry("e", 3)],
+                ),
+                (
+                    span(3, Some(("e", "f"))),
+                    vec![entry("e", 4), entry("f", 5)],
+                ),
+            ],
+            None,
+            &log,
+        );
+        let mut keys = Vec::new();
+        run.seek_to_first();
+        while run.valid() {
+            keys.push(run.key().to_vec());
+            run.next();
+        }
+        assert_eq!(
+            keys,
+            keys_of(&[entry("a", 1), entry("c", 2), entry("e", 4), entry("f", 5)])
+        );
+        let log = log.lock();
+        assert_eq!(
+            log.problems,
+            vec![
+                "/db/000002.sst: a key outside the range its properties record after 1 \
+                 entries, the rest lost"
+                    .to_string()
+            ]
+        );
+        assert_eq!(log.damaged, vec![PathBuf::from("/db/000002.sst")]);
+    }
+
+    #[test]
+    fn a_table_that_cannot_be_reopened_is_lost_but_running_out_of_descriptors_stops_the_run() {
+        let tables = || {
+            vec![
+                (span(1, Some(("a", "a"))), vec![entry("a", 1)]),
+                (span(2, Some(("b", "b"))), vec![entry("b", 2)]),
+                (span(3, Some(("c", "c"))), vec![entry("c", 3)]),
+            ]
+        };
+        let drain = |run: &mut TableRun<VecIterator>| {
+            let mut keys = Vec::new();
+            run.seek_to_first();
+            while run.valid() {
+                keys.push(run.key().to_vec());
+                run.next();
+            }
+            keys
+        };
+
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        let (mut run, _) = run_of(tables(), Some((2, libc::EIO)), &log);
+        assert_eq!(drain(&mut run), keys_of(&[entry("a", 1), entry("c", 3)]));
+        {
+            let log = log.lock();
+            assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
+            assert!(
+                log.problems[0].contains("000002.sst: unreadable when read again, all of it lost")
+            );
+            assert_eq!(log.damaged, vec![PathBuf::from("/db/000002.sst")]);
+            assert!(log.fatal.is_none());
+        }
+
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        let (mut run, opened) = run_of(tables(), Some((2, libc::EMFILE)), &log);
+        assert_eq!(drain(&mut run), keys_of(&[entry("a", 1)]));
+        assert_eq!(
+            *opened.lock(),
+            vec![1, 2],
+            "nothing is opened after the stop"
+        );
+        let log = log.lock();
+        assert!(log.damaged.is_empty(), "not a loss: {:?}", log.problems);
+        assert!(log.fatal.as_ref().is_some_and(Error::is_out_of_handles));
     }
 }

@@ -328,6 +328,12 @@ struct State {
     /// Calls before which a snapshot is captured without stopping anything.
     capture_at: BTreeSet<u64>,
     captures: Vec<CrashSnapshot>,
+    /// Files open right now (created, or opened for reading), and the most open at once.
+    open_handles: usize,
+    peak_open_handles: usize,
+    /// Opens past this many open files fail with `EMFILE`, as a process's descriptor limit
+    /// makes them.
+    handle_limit: Option<usize>,
     /// How long each file sync takes, as a disk's flush would: lets tests make writers queue
     /// behind a sync (group commit).
     sync_latency: Option<std::time::Duration>,
@@ -422,6 +428,44 @@ impl FaultFs {
     /// than `bytes`; `None` removes the limit.
     pub fn set_space_quota(&self, bytes: Option<u64>) {
         self.state.lock().quota = bytes;
+    }
+
+    /// Fails creates and opens with `EMFILE` while `limit` files are open, as a process's
+    /// descriptor limit does; `None` removes the limit.
+    pub fn set_open_file_limit(&self, limit: Option<usize>) {
+        self.state.lock().handle_limit = limit;
+    }
+
+    /// The most files open at once (created or opened through this filesystem, not yet
+    /// dropped) since the last [`FaultFs::reset_peak_open_files`].
+    pub fn peak_open_files(&self) -> usize {
+        self.state.lock().peak_open_handles
+    }
+
+    /// Starts the count of [`FaultFs::peak_open_files`] afresh from the files open now.
+    pub fn reset_peak_open_files(&self) {
+        let mut state = self.state.lock();
+        state.peak_open_handles = state.open_handles;
+    }
+
+    /// Counts one more open file, or fails with `EMFILE` at the limit.
+    fn open_handle(&self, op: &'static str, path: &Path) -> Result<OpenHandle> {
+        let mut state = self.state.lock();
+        if state
+            .handle_limit
+            .is_some_and(|limit| state.open_handles >= limit)
+        {
+            return Err(Error::io(
+                op,
+                path,
+                std::io::Error::from_raw_os_error(libc::EMFILE),
+            ));
+        }
+        state.open_handles += 1;
+        state.peak_open_handles = state.peak_open_handles.max(state.open_handles);
+        Ok(OpenHandle {
+            state: self.state.clone(),
+        })
     }
 
     /// Captures a crash snapshot just before global call number `call` (1-based) runs, then fails
@@ -672,11 +716,24 @@ fn torn(node: &Node, id: usize, last: Option<&LastAppend>, rng: &mut SplitMix64)
     out
 }
 
+/// One open file counted by its [`FaultFs`]; dropping it closes the file.
+struct OpenHandle {
+    state: Arc<Mutex<State>>,
+}
+
+impl Drop for OpenHandle {
+    fn drop(&mut self) {
+        let mut state = self.state.lock();
+        state.open_handles = state.open_handles.saturating_sub(1);
+    }
+}
+
 struct FaultWritable {
     fs: FaultFs,
     inner: Box<dyn WritableFile>,
     node: usize,
     path: PathBuf,
+    _handle: OpenHandle,
 }
 
 impl FaultWritable {
@@ -794,6 +851,7 @@ struct FaultRandom {
     fs: FaultFs,
     inner: Arc<dyn RandomAccessFile>,
     path: PathBuf,
+    _handle: OpenHandle,
 }
 
 impl RandomAccessFile for FaultRandom {
@@ -813,6 +871,7 @@ struct FaultSequential {
     fs: FaultFs,
     inner: Box<dyn SequentialFile>,
     path: PathBuf,
+    _handle: OpenHandle,
 }
 
 impl SequentialFile for FaultSequential {
@@ -825,6 +884,7 @@ impl SequentialFile for FaultSequential {
 impl Fs for FaultFs {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         self.gate(OpKind::Create, "create", path)?;
+        let handle = self.open_handle("create", path)?;
         let inner = self.inner.create(path)?;
         let mut state = self.state.lock();
         // Creating over an existing name truncates that file in place, as open(O_TRUNC) does.
@@ -847,26 +907,31 @@ impl Fs for FaultFs {
             inner,
             node,
             path: path.to_path_buf(),
+            _handle: handle,
         }))
     }
 
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.gate(OpKind::Open, "open", path)?;
+        let handle = self.open_handle("open", path)?;
         let inner = self.inner.open_random(path)?;
         Ok(Arc::new(FaultRandom {
             fs: self.clone(),
             inner,
             path: path.to_path_buf(),
+            _handle: handle,
         }))
     }
 
     fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
         self.gate(OpKind::Open, "open", path)?;
+        let handle = self.open_handle("open", path)?;
         let inner = self.inner.open_sequential(path)?;
         Ok(Box::new(FaultSequential {
             fs: self.clone(),
             inner,
             path: path.to_path_buf(),
+            _handle: handle,
         }))
     }
 
