@@ -681,11 +681,13 @@ fn repair_holds_open_only_as_many_tables_as_overlap() {
 }
 
 /// When more tables overlap than `max_open_files` lets repair hold open, it merges groups of
-/// them into intermediate tables first, never holding more open than the limit, and removes
-/// the intermediate tables once the new manifest is in place. The newest version of every
-/// key wins across the passes, deletions included.
+/// them into intermediate tables first, never holding more open than that, and removes them
+/// (with the scratch directory they were written in) once the new manifest is in place. The
+/// newest version of every key wins across the passes, deletions included, even for a key
+/// whose versions fill several intermediate tables; the database takes new writes after it.
 #[test]
 fn repair_merges_deep_overlaps_in_passes_within_max_open_files() {
+    use shale::env::Fs;
     let fault = shale::env::FaultFs::in_memory();
     let dir = Path::new("/db");
     let options = Options {
@@ -693,51 +695,135 @@ fn repair_merges_deep_overlaps_in_passes_within_max_open_files() {
         level0_file_num_compaction_trigger: 100,
         level0_slowdown_writes_trigger: 100,
         level0_stop_writes_trigger: 100,
+        // Six runs at a time (16 less the descriptors repair keeps for other files).
         max_open_files: 16,
+        max_file_size: 16 * 1024,
         fs: Arc::new(fault.clone()),
         ..Options::default()
     };
-    // 30 tables, each across the whole key range, each rewriting key 0.
+    // 30 tables, each across the whole key range, each rewriting key 0 and holding 100
+    // versions of key 1.
     let (rounds, n) = (30u32, 3000u32);
+    let hot = kv(1).0;
     {
         let db = Db::open(dir, options.clone()).expect("open");
         for round in 0..rounds {
-            for i in (0..n).filter(|i| i % rounds == round && *i != 0) {
+            for i in (0..n).filter(|i| i % rounds == round && *i > 2) {
                 let (k, v) = kv(i);
                 db.put(&k, &v).expect("put");
             }
             db.put(&kv(0).0, format!("round-{round}").as_bytes())
                 .expect("put");
+            for version in 0..100 {
+                db.put(&hot, format!("hot-{round}-{version}").as_bytes())
+                    .expect("put");
+            }
             if round == rounds - 1 {
-                db.delete(&kv(1).0).expect("delete");
+                db.delete(&kv(2).0).expect("delete");
             }
             db.flush().expect("flush");
         }
     }
     assert_eq!(table_names(&fault, dir).len(), rounds as usize);
 
-    fault.set_open_file_limit(Some(16));
     fault.reset_peak_open_files();
     let report = Db::repair(dir, &options).expect("repair");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert!(report.intermediate_tables > 0, "{report:?}");
+    // Six tables read at once, plus the table being written and the check of a finished one.
     let peak = fault.peak_open_files();
-    assert!(peak <= 16, "{peak} files open at once");
+    assert!(peak <= 8, "{peak} files open at once");
     assert_eq!(
         table_names(&fault, dir).len(),
         report.tables_written,
-        "the intermediate tables are gone"
+        "only the new tables are left"
     );
+    assert!(!fault.exists(&dir.join("repair-scratch")));
 
-    fault.set_open_file_limit(None);
-    let db = Db::open(dir, options).expect("open after repair");
+    let db = Db::open(dir, options.clone()).expect("open after repair");
     for i in 0..n {
         let (k, v) = kv(i);
         let want = match i {
             0 => Some(format!("round-{}", rounds - 1).into_bytes()),
-            1 => None,
+            1 => Some(format!("hot-{}-99", rounds - 1).into_bytes()),
+            2 => None,
             _ => Some(v),
         };
         assert_eq!(db.get(&k).expect("get"), want, "key {i}");
+    }
+    // The repaired database's sequence numbers are past every salvaged entry's.
+    db.put(&hot, b"after repair").expect("put");
+    db.delete(&kv(0).0).expect("delete");
+    drop(db);
+    let db = Db::open(dir, options).expect("reopen");
+    assert_eq!(db.get(&hot).expect("get"), Some(b"after repair".to_vec()));
+    assert_eq!(db.get(&kv(0).0).expect("get"), None);
+}
+
+/// Running out of descriptors while the merge reopens tables stops the repair with an error
+/// that says so, and the directory is left exactly as it was: every file, with its bytes.
+#[test]
+fn repair_out_of_descriptors_stops_and_changes_nothing() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let fault = shale::env::FaultFs::new(Arc::new(fs.clone()));
+    let dir = Path::new("/db");
+    let options = Options {
+        compression: shale::Compression::None,
+        level0_file_num_compaction_trigger: 100,
+        level0_slowdown_writes_trigger: 100,
+        level0_stop_writes_trigger: 100,
+        fs: Arc::new(fault.clone()),
+        ..Options::default()
+    };
+    {
+        let db = Db::open(dir, options.clone()).expect("open");
+        // Five tables across the whole range: five runs to hold open at once.
+        for round in 0..5u32 {
+            for i in (0..500u32).filter(|i| i % 5 == round) {
+                let (k, v) = kv(i);
+                db.put(&k, &v).expect("put");
+            }
+            db.flush().expect("flush");
+        }
+    }
+    let before: Vec<(String, Vec<u8>)> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .map(|name| {
+            let bytes = fs.contents(&dir.join(&name)).unwrap_or_default();
+            (name, bytes)
+        })
+        .collect();
+
+    // One table at a time is enough to scan, not to merge.
+    fault.set_open_file_limit(Some(3));
+    let err = Db::repair(dir, &options).expect_err("too few descriptors");
+    assert!(err.is_out_of_handles(), "{err}");
+    assert!(err.to_string().contains("nothing was changed"), "{err}");
+    let after: Vec<(String, Vec<u8>)> = fs
+        .list(dir)
+        .expect("list")
+        .into_iter()
+        .map(|name| {
+            let bytes = fs.contents(&dir.join(&name)).unwrap_or_default();
+            (name, bytes)
+        })
+        .collect();
+    assert_eq!(
+        before.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        after.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
+    assert!(before == after, "a file's bytes changed");
+
+    // With the descriptors back, the same repair goes through and keeps everything.
+    fault.set_open_file_limit(None);
+    let report = Db::repair(dir, &options).expect("repair");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let db = Db::open(dir, options).expect("open after repair");
+    for i in 0..500u32 {
+        let (k, v) = kv(i);
+        assert_eq!(db.get(&k).expect("get"), Some(v), "key {i}");
     }
 }

@@ -29,10 +29,16 @@ pub(crate) struct BlobCache {
 
 impl BlobCache {
     pub(crate) fn new(dir: PathBuf, fs: Arc<dyn Fs>) -> Self {
+        BlobCache::with_capacity(dir, fs, MAX_OPEN_BLOB_FILES)
+    }
+
+    /// A cache keeping at most about `files` blob files open (for a caller with a descriptor
+    /// budget of its own, such as repair).
+    pub(crate) fn with_capacity(dir: PathBuf, fs: Arc<dyn Fs>, files: usize) -> Self {
         BlobCache {
             dir,
             fs,
-            files: quick_cache::sync::Cache::new(MAX_OPEN_BLOB_FILES),
+            files: quick_cache::sync::Cache::new(files.max(1)),
         }
     }
 

@@ -296,10 +296,11 @@ impl Db {
     /// with nothing changed, for a directory holding no shale files and for tables written with
     /// a comparator other than `options.comparator` (`Error::InvalidArgument`), and stopped, with
     /// nothing changed, if the process runs out of descriptors (`Error::is_out_of_handles`).
-    /// Tables are read a few at a time, however many there are: at most as many as overlap at
-    /// one key, and no more than `options.max_open_files` (deeper overlaps are merged in
-    /// passes). The new manifest replaces the old in one atomic step, so a repair that stops
-    /// halfway can be run again.
+    /// Tables are read a few at a time, however many there are: one per run of tables whose
+    /// key ranges do not overlap, that is about as many as overlap at one key, and no more than
+    /// `options.max_open_files` less a few descriptors kept for other files (deeper overlaps
+    /// are merged first, in passes, into a scratch directory). The new manifest replaces the
+    /// old in one atomic step, so a repair that stops halfway can be run again.
     pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<RepairReport> {
         repair::repair(path.as_ref(), options)
     }

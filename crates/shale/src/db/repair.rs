@@ -5,15 +5,20 @@
 //! Rewriting everything (instead of reusing intact tables) keeps the result correct even when
 //! salvaged tables would otherwise overlap in ways the level invariants forbid.
 //!
-//! Memory and descriptors: each table is opened once, alone, to learn the key range its
-//! properties record, and closed. The tables are then dealt into runs whose ranges do not
-//! overlap ([`partition_into_runs`]), and the merge reads each run front to back with only its
-//! current table open ([`TableRun`]), a block at a time: the entries of the database are never
-//! all in memory, and the tables open at once are as many as overlap at one key, not all of
-//! them. When more overlap than `max_open_files` allows open (less a few descriptors kept for
-//! other files), groups of runs are first merged into intermediate tables, removed once the
-//! repair is done ([`merge_down_to`]). A WAL, whose records are not sorted, is replayed into a
-//! memtable of its own first (a WAL holds about one write buffer's worth).
+//! Memory and descriptors: each table is opened once, alone, to read its first and last keys,
+//! and closed. The tables are then dealt into runs whose key ranges do not overlap
+//! ([`partition_into_runs`]), and the merge reads each run front to back with only its current
+//! table open ([`TableRun`]), a block at a time: the entries of the database are never all in
+//! memory, and the tables open at once are one per run, that is as many as overlap at one key
+//! (plus one per table whose first or last key could not be read, each a run of its own).
+//! When there are more runs than `max_open_files` allows open (less a few descriptors kept for
+//! the files repair writes and the blob files it checks, of which it keeps at most
+//! [`OPEN_BLOB_FILES`] open), groups of runs are first merged into intermediate tables
+//! ([`merge_down_to`]). Intermediate and new tables are written in a scratch directory
+//! ([`SCRATCH_DIR`]); the new ones move into the database's directory once every one is
+//! written and checked, and the scratch directory is then removed. A WAL, whose records
+//! are not sorted, is replayed into a memtable of its own first (a WAL holds about one write
+//! buffer's worth).
 //!
 //! Blob files stay where they are and are never rewritten: an entry keeps its blob reference
 //! when the record it names reads back intact (else the entry is dropped and reported), and the
@@ -187,14 +192,20 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         icmp: icmp.clone(),
         log: salvage_log.clone(),
     };
-    // Each table is opened on its own to learn the key range its properties record, then
-    // closed: the merge below reopens it only when it reaches it.
+    // Each table is opened on its own to read its first and last keys, then closed: the merge
+    // below reopens it only when it reaches it.
     let mut spans = Vec::new();
     for &n in &tables {
         report.tables_scanned += 1;
         let path = table_file_name(dir, n);
         match opener.open(n, &path) {
-            Ok(table) => spans.push(TableSpan::new(n, path, table.properties(), &icmp)),
+            Ok(table) => spans.push(TableSpan {
+                number: n,
+                range: key_range(&table, &icmp),
+                file_size: table.properties().file_size,
+                intermediate: false,
+                path,
+            }),
             Err(e) => {
                 let e = damage_or_stop(e)?;
                 report.problems.push(format!(
@@ -206,15 +217,19 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         }
     }
 
-    // The salvaged entries go into new tables numbered after every existing file. The old
-    // manifests are replaced only once every new table is written and checked: a repair that
-    // fails before then leaves the directory as it found it, apart from the new tables, which
-    // it removes, so it can be run again (and an open in between finds the old manifest, not
-    // an empty one that would make the old tables look obsolete).
+    // The salvaged entries go into new tables numbered after every existing file, written in a
+    // scratch directory and moved into the database's only once every one is written and
+    // checked: neither an open nor a later repair ever takes a table a crash cut short for
+    // one of the database's (it would read as damaged). The old manifests are replaced only
+    // after that: a repair that fails before then leaves the directory as it found it, apart
+    // from the new tables, which it removes, so it can be run again (and an open in between
+    // finds the old manifest, not an empty one that would make the old tables look obsolete).
     let first_number = max_number.saturating_add(1);
     let mut next_number = first_number;
     let mut edit = VersionEdit::default();
-    let mut intermediate = Vec::new();
+    let scratch = dir.join(SCRATCH_DIR);
+    remove_scratch(fs.as_ref(), &scratch)?;
+    fs.create_dir_all(&scratch)?;
     let built = (|| {
         let runs = merge_down_to(
             partition_into_runs(spans, &icmp),
@@ -222,13 +237,13 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             &opener,
             TableSink {
                 dir,
+                out: &scratch,
                 options,
                 table_options: &table_options,
                 next_number: &mut next_number,
                 edit: &mut edit,
                 report: &mut report,
             },
-            &mut intermediate,
         )?;
         sources.extend(
             runs.into_iter()
@@ -236,9 +251,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         );
         let mut merged = MergingIterator::new(icmp.clone(), std::mem::take(&mut sources));
         merged.seek_to_first();
-        write_tables(
+        let written = write_tables(
             TableSink {
                 dir,
+                out: &scratch,
                 options,
                 table_options: &table_options,
                 next_number: &mut next_number,
@@ -246,9 +262,11 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
                 report: &mut report,
             },
             &mut merged,
-        )?;
+        );
         drop(merged);
-        opener.take_fatal()
+        // What stopped a run explains the merge's failure better than the merge does.
+        opener.take_fatal()?;
+        written
     })();
     {
         let mut log = salvage_log.lock();
@@ -257,14 +275,24 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         last_sequence = last_sequence.max(log.last_sequence);
     }
     let built = built
-        .and_then(|()| fs.sync_dir(dir))
+        .and_then(|()| {
+            for (_, table) in &edit.new_files {
+                let name = table_file_name(dir, table.number);
+                fs.rename(&table_file_name(&scratch, table.number), &name)?;
+            }
+            // A rename between directories is durable once both are synced.
+            fs.sync_dir(&scratch)?;
+            fs.sync_dir(dir)
+        })
         .and_then(|()| super::open::sync_blob_files(options, dir, &edit));
     if let Err(e) = built {
         for n in first_number..next_number {
             let _ = fs.remove(&table_file_name(dir, n));
         }
+        let _ = remove_scratch(fs.as_ref(), &scratch);
         return Err(e);
     }
+    remove_scratch(fs.as_ref(), &scratch)?;
 
     // A new manifest from scratch, numbered after every file, old and new, written whole and
     // named by CURRENT in one atomic step; only then do the old manifests go. Until that step
@@ -282,6 +310,9 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     }
 
     // Keep damaged files for forensics; every other old table and WAL is now obsolete.
+    // A file is named once however many of its reads failed.
+    damaged.sort();
+    damaged.dedup();
     let lost = dir.join("lost");
     if !damaged.is_empty() {
         fs.create_dir_all(&lost)?;
@@ -296,7 +327,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     for &n in &wals {
         let _ = fs.remove(&wal_file_name(dir, n));
     }
-    for &n in tables.iter().chain(&intermediate) {
+    for &n in &tables {
         let _ = fs.remove(&table_file_name(dir, n));
     }
     fs.sync_dir(dir)?;
@@ -318,7 +349,10 @@ fn ensure_database_files(fs: &dyn crate::env::Fs, dir: &Path) -> Result<()> {
 
 /// Where [`write_tables`] puts what it writes.
 struct TableSink<'a> {
+    /// The database's directory (where the blob files are).
     dir: &'a Path,
+    /// Where the new tables are written.
+    out: &'a Path,
     options: &'a Options,
     table_options: &'a TableOptions,
     /// The number the next table gets; the numbers before it, from the first, are the tables
@@ -335,6 +369,7 @@ struct TableSink<'a> {
 fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()> {
     let TableSink {
         dir,
+        out,
         options,
         table_options,
         next_number,
@@ -349,7 +384,7 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
                   report: &mut RepairReport|
      -> Result<()> {
         let props = b.finish()?;
-        super::background::verify_table(fs.as_ref(), dir, number)?;
+        super::background::verify_table(fs.as_ref(), out, number)?;
         let mut meta = super::background::meta_from_properties(number, &props);
         meta.oldest_blob_file = oldest_blob;
         report.entries_recovered += meta.num_entries;
@@ -359,7 +394,7 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
     };
     // Blob files are kept where they are: entries that reference a readable blob record keep
     // their reference, and the blob files are recorded with the bytes the new tables reference.
-    let blob_cache = BlobCache::new(dir.to_path_buf(), fs.clone());
+    let blob_cache = BlobCache::with_capacity(dir.to_path_buf(), fs.clone(), OPEN_BLOB_FILES);
     let mut blobs = BlobTally::new();
     let mut oldest_blob = 0u64;
     let mut builder: Option<(u64, TableBuilder)> = None;
@@ -400,7 +435,7 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
             None => {
                 let number = *next_number;
                 *next_number += 1;
-                let path = table_file_name(dir, number);
+                let path = table_file_name(out, number);
                 let file = fs.create(&path)?;
                 builder.insert((number, TableBuilder::new(table_options.clone(), file, path)))
             }
@@ -427,10 +462,42 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
     Ok(())
 }
 
-/// Descriptors left for what repair opens besides the tables it reads (blob files, the table
-/// being written, the manifest): `max_open_files` less these bounds the tables a merge holds
-/// open at once.
+/// Descriptors left for what repair opens besides the tables it reads (the blob files whose
+/// values it checks, the table being written and its check, the lock, a few to spare):
+/// `max_open_files` less these bounds the tables a merge holds open at once.
 const RESERVED_FILES: usize = 10;
+
+/// Blob files repair keeps open at once while it checks the values tables point to.
+const OPEN_BLOB_FILES: usize = 4;
+
+/// The directory, inside the database's, where repair writes its intermediate tables.
+const SCRATCH_DIR: &str = "repair-scratch";
+
+/// Removes the scratch directory and every file in it, if it exists (what a repair that
+/// stopped, or crashed, left there is never data of the database).
+fn remove_scratch(fs: &dyn crate::env::Fs, scratch: &Path) -> Result<()> {
+    if !fs.exists(scratch) {
+        return Ok(());
+    }
+    for name in fs.list(scratch)? {
+        fs.remove(&scratch.join(name))?;
+    }
+    fs.remove_dir(scratch)
+}
+
+/// The first and last internal keys of `table`, read from its first and last blocks; `None`
+/// when either cannot be read or parsed, or they are out of order (the table is then read
+/// alone, unbounded). These, not the range its properties record, bound the table in its run:
+/// properties that disagree with the entries must not cost entries.
+fn key_range(table: &Arc<TableReader>, icmp: &InternalKeyComparator) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut it = table.iter(SALVAGE_READ);
+    it.seek_to_first();
+    let first =
+        (it.valid() && parse_internal_key(it.key()).is_some()).then(|| it.key().to_vec())?;
+    it.seek_to_last();
+    let last = (it.valid() && parse_internal_key(it.key()).is_some()).then(|| it.key().to_vec())?;
+    (icmp.compare(&first, &last) != std::cmp::Ordering::Greater).then_some((first, last))
+}
 
 /// How repair reads tables: checked, kept out of the block cache, released behind the reader.
 const SALVAGE_READ: ReadFlags = ReadFlags {
@@ -500,19 +567,39 @@ impl TableOpener {
     }
 }
 
+/// The error that stops a repair when a table it opened moments before cannot be opened
+/// again: that says more about the system (descriptors, permissions, the file replaced) than
+/// about the table, which must not be set aside as lost for it.
+fn reopen_failed(e: Error) -> Error {
+    match e {
+        Error::Io { path, source, .. } => Error::Io {
+            op: "reopen a table for repair (it opened moments before; nothing was changed, \
+                 run the repair again)",
+            path,
+            source,
+        },
+        other => other,
+    }
+}
+
 /// A table repair read once, closed again, and will read through a [`TableRun`].
 #[derive(Debug, Clone)]
 struct TableSpan {
     number: u64,
     path: PathBuf,
-    /// The smallest and largest internal keys its properties record; `None` when they record
-    /// none, or an impossible one (the table is then read on its own, unbounded).
+    /// Its first and last internal keys (see [`key_range`]); `None` when they could not be
+    /// read (the table is then read on its own, unbounded).
     range: Option<(Vec<u8>, Vec<u8>)>,
     file_size: u64,
+    /// Written by this repair's intermediate merges: any damage met reading it is damage to
+    /// what the repair just wrote, which stops the repair rather than losing entries the
+    /// tables it came from still hold.
+    intermediate: bool,
 }
 
 impl TableSpan {
-    fn new(
+    /// An intermediate table just written, whose properties record its keys exactly.
+    fn written(
         number: u64,
         path: PathBuf,
         props: &crate::sstable::TableProperties,
@@ -527,6 +614,7 @@ impl TableSpan {
             path,
             range: sane.then(|| (smallest.clone(), largest.clone())),
             file_size: props.file_size,
+            intermediate: true,
         }
     }
 }
@@ -563,23 +651,35 @@ fn partition_into_runs(spans: Vec<TableSpan>, icmp: &InternalKeyComparator) -> V
     runs
 }
 
-/// Merges the smallest runs into one, a pass at a time, until at most `fan_in` are left. Each
-/// pass writes its run as new tables (numbered from the sink's next number, and listed in
-/// `intermediate` so that they are removed once the repair is done) and keeps every entry:
-/// duplicates and unreadable blob values are dealt with by the final merge.
+/// Merges the smallest runs into one, a pass at a time, until at most `fan_in` are left: the
+/// first pass merges just enough of them that what is left fits (rewriting as little as it
+/// can), later ones `fan_in` at a time. Each pass writes its run as new tables in the sink's
+/// output directory (the scratch directory), numbered from the sink's next number; the intermediate
+/// tables a pass read are removed once it is done. A pass keeps every entry but exact
+/// duplicates (one entry found in two tables): older versions, deletions and blob references
+/// are for the final merge to deal with.
 fn merge_down_to(
     mut runs: Vec<Vec<TableSpan>>,
     fan_in: usize,
     opener: &TableOpener,
     mut sink: TableSink<'_>,
-    intermediate: &mut Vec<u64>,
 ) -> Result<Vec<Vec<TableSpan>>> {
     while runs.len() > fan_in {
         runs.sort_by_key(|run| run.iter().map(|s| s.file_size).sum::<u64>());
-        let group: Vec<_> = runs.drain(..fan_in).collect();
-        let merged = write_run(group, opener, &mut sink, intermediate)?;
+        let take = (runs.len() - fan_in + 1).min(fan_in);
+        let group: Vec<_> = runs.drain(..take).collect();
+        let consumed: Vec<PathBuf> = group
+            .iter()
+            .flatten()
+            .filter(|s| s.intermediate)
+            .map(|s| s.path.clone())
+            .collect();
+        let merged = write_run(group, opener, &mut sink)?;
         if !merged.is_empty() {
             runs.push(merged);
+        }
+        for path in consumed {
+            sink.options.fs.remove(&path)?;
         }
     }
     Ok(runs)
@@ -591,7 +691,6 @@ fn write_run(
     group: Vec<Vec<TableSpan>>,
     opener: &TableOpener,
     sink: &mut TableSink<'_>,
-    intermediate: &mut Vec<u64>,
 ) -> Result<Vec<TableSpan>> {
     let sources = group
         .into_iter()
@@ -605,9 +704,9 @@ fn write_run(
     let mut previous: Vec<u8> = Vec::new();
     let mut finish = |number: u64, b: TableBuilder| -> Result<()> {
         let props = b.finish()?;
-        super::background::verify_table(fs.as_ref(), sink.dir, number)?;
-        let path = table_file_name(sink.dir, number);
-        out.push(TableSpan::new(number, path, &props, &opener.icmp));
+        super::background::verify_table(fs.as_ref(), sink.out, number)?;
+        let path = table_file_name(sink.out, number);
+        out.push(TableSpan::written(number, path, &props, &opener.icmp));
         Ok(())
     };
     while merged.valid() {
@@ -619,8 +718,8 @@ fn write_run(
                 None => {
                     let number = *sink.next_number;
                     *sink.next_number += 1;
-                    intermediate.push(number);
-                    let path = table_file_name(sink.dir, number);
+                    sink.report.intermediate_tables += 1;
+                    let path = table_file_name(sink.out, number);
                     let file = sink.options.fs.create(&path)?;
                     let b = TableBuilder::new(sink.table_options.clone(), file, path);
                     builder.insert((number, b))
@@ -640,9 +739,9 @@ fn write_run(
     if let Some((number, b)) = builder.take() {
         finish(number, b)?;
     }
-    merged.status()?;
+    // What stopped a run explains the merge's failure better than the merge does.
     opener.take_fatal()?;
-    sink.report.intermediate_tables = intermediate.len();
+    merged.status()?;
     Ok(out)
 }
 
@@ -651,10 +750,10 @@ type OpenSpan<I> = Box<dyn FnMut(&TableSpan) -> Result<I> + Send>;
 
 /// A run of tables whose ranges do not overlap, read in key order with only the table being
 /// read open: the next one is opened when it ends. Each table is a [`SalvagedTable`] held to
-/// the range its properties record, so the run's order holds across tables even when a table
-/// strays outside it (it ends there, logged as damaged). A table that can no longer be opened
-/// is logged as lost; running out of descriptors instead stops the run and leaves the error
-/// in the log for the repair to return.
+/// the first and last keys found when it was scanned, so the run's order holds across tables
+/// even when a table strays outside them (it ends there, logged as damaged). A table that
+/// cannot be opened again, or damage to an intermediate table, stops the run: the error is
+/// left in the log for the repair to return, and `status` reports that the run stopped.
 struct TableRun<I> {
     spans: Vec<TableSpan>,
     open: OpenSpan<I>,
@@ -694,7 +793,7 @@ impl<I: InternalIterator> TableRun<I> {
         }
     }
 
-    /// Opens span `index`, or logs why it cannot be.
+    /// Opens span `index`, or stops the run with the reason in the log.
     fn enter(&mut self, index: usize) -> Option<SalvagedTable<I>> {
         self.index = index;
         let span = &self.spans[index];
@@ -706,26 +805,24 @@ impl<I: InternalIterator> TableRun<I> {
                     span.path.clone(),
                     self.log.clone(),
                 )
-                .within(span.range.clone()),
+                .within(span.range.clone())
+                .strict(span.intermediate),
             ),
             Err(e) => {
-                let mut log = self.log.lock();
-                match damage_or_stop(e) {
-                    Ok(e) => {
-                        log.problems.push(format!(
-                            "{}: unreadable when read again, all of it lost: {e}",
-                            span.path.display()
-                        ));
-                        log.damaged.push(span.path.clone());
-                    }
-                    Err(fatal) => {
-                        log.fatal.get_or_insert(fatal);
-                        self.stopped = true;
-                    }
-                }
+                self.log.lock().fatal.get_or_insert(reopen_failed(e));
+                self.stopped = true;
                 None
             }
         }
+    }
+
+    /// Stops the run if a table it read left an error that stops the repair; true if so.
+    fn stop_if_fatal(&mut self) -> bool {
+        if !self.stopped && self.log.lock().fatal.is_some() {
+            self.stopped = true;
+            self.current = None;
+        }
+        self.stopped
     }
 
     /// Lands on the first entry at or after `target` (the first entry without one) in the
@@ -742,6 +839,9 @@ impl<I: InternalIterator> TableRun<I> {
                     self.current = Some(table);
                     return;
                 }
+            }
+            if self.stop_if_fatal() {
+                return;
             }
             index += 1;
         }
@@ -761,6 +861,9 @@ impl<I: InternalIterator> TableRun<I> {
                     self.current = Some(table);
                     return;
                 }
+            }
+            if self.stop_if_fatal() {
+                return;
             }
             index = i.checked_sub(1);
         }
@@ -801,7 +904,7 @@ impl<I: InternalIterator> InternalIterator for TableRun<I> {
             return;
         };
         table.next();
-        if !table.valid() {
+        if !table.valid() && !self.stop_if_fatal() {
             self.forward_from(self.index + 1, None);
         }
     }
@@ -810,7 +913,7 @@ impl<I: InternalIterator> InternalIterator for TableRun<I> {
             return;
         };
         table.prev();
-        if !table.valid() {
+        if !table.valid() && !self.stop_if_fatal() {
             self.backward_from(self.index.checked_sub(1), None);
         }
     }
@@ -821,7 +924,16 @@ impl<I: InternalIterator> InternalIterator for TableRun<I> {
         self.current.as_ref().map_or(&[], |t| t.value())
     }
     fn status(&self) -> Result<()> {
-        // Losses are in the log; an error that stops the repair is taken from it at the end.
+        // Losses are in the log. So is the error that stopped the run, which the repair takes
+        // from there; this one only ends the merge at once.
+        if self.stopped {
+            let path = self.spans.get(self.index).map(|s| s.path.clone());
+            return Err(Error::io(
+                "read a run of tables for repair",
+                path.unwrap_or_default(),
+                std::io::Error::other("stopped; the repair returns why"),
+            ));
+        }
         Ok(())
     }
     fn source(&self) -> Option<(&Path, u64)> {
@@ -848,7 +960,7 @@ struct SalvageLog {
 enum Stop {
     /// A key not above the one before it.
     OutOfOrder,
-    /// A key outside the range the table's properties record.
+    /// A key outside the first and last keys found when the table was scanned.
     OutsideRange,
 }
 
@@ -869,11 +981,13 @@ struct SalvagedTable<I> {
     icmp: InternalKeyComparator,
     /// The key of the last entry passed on going forward (empty before the first).
     previous: Vec<u8>,
-    /// The smallest and largest internal keys the table's properties record, if it is to be
-    /// held to them (a run of tables relies on each staying inside its own range).
+    /// The first and last internal keys found when the table was scanned, if it is to be held
+    /// to them (a run of tables relies on each staying inside its own range).
     range: Option<(Vec<u8>, Vec<u8>)>,
     /// What ended the table before its last entry, other than damage.
     stop: Option<Stop>,
+    /// Any loss stops the repair (an intermediate table: see [`TableSpan::intermediate`]).
+    strict: bool,
     path: PathBuf,
     /// Entries passed on so far.
     entries: u64,
@@ -899,6 +1013,7 @@ impl<I: InternalIterator> SalvagedTable<I> {
             previous: Vec::new(),
             range: None,
             stop: None,
+            strict: false,
             path,
             entries: 0,
             malformed: 0,
@@ -912,6 +1027,12 @@ impl<I: InternalIterator> SalvagedTable<I> {
     /// outside it ends the table, as a key out of order does.
     fn within(mut self, range: Option<(Vec<u8>, Vec<u8>)>) -> SalvagedTable<I> {
         self.range = range;
+        self
+    }
+
+    /// Makes any loss stop the repair instead of being logged, if `strict`.
+    fn strict(mut self, strict: bool) -> SalvagedTable<I> {
+        self.strict = strict;
         self
     }
 
@@ -970,6 +1091,26 @@ impl<I: InternalIterator> SalvagedTable<I> {
         self.logged = true;
         let mut log = self.log.lock();
         log.last_sequence = log.last_sequence.max(self.last_sequence);
+        let damage = self.inner.status().err();
+        if self.strict {
+            // What this repair wrote did not read back: nothing is lost yet (the tables it
+            // came from are still there), so the repair stops.
+            let what = match (&damage, self.stop, self.malformed) {
+                (Some(e), _, _) => format!("damaged after {} entries: {e}", self.entries),
+                (None, Some(_), _) => format!("out of order after {} entries", self.entries),
+                (None, None, n) if n > 0 => format!("{n} malformed keys"),
+                _ => return,
+            };
+            log.fatal.get_or_insert(Error::corruption(
+                &self.path,
+                0,
+                format!(
+                    "an intermediate table this repair wrote did not read back ({what}); \
+                     nothing was changed"
+                ),
+            ));
+            return;
+        }
         if self.malformed > 0 {
             log.problems.push(format!(
                 "{}: {} entries with malformed internal keys skipped",
@@ -977,7 +1118,7 @@ impl<I: InternalIterator> SalvagedTable<I> {
                 self.malformed
             ));
         }
-        if let Err(e) = self.inner.status() {
+        if let Some(e) = damage {
             log.problems.push(format!(
                 "{}: damaged after {} entries, the rest lost: {e}",
                 self.path.display(),
@@ -987,7 +1128,7 @@ impl<I: InternalIterator> SalvagedTable<I> {
         } else if let Some(stop) = self.stop {
             let what = match stop {
                 Stop::OutOfOrder => "keys out of order",
-                Stop::OutsideRange => "a key outside the range its properties record",
+                Stop::OutsideRange => "a key outside the range found when it was scanned",
             };
             log.problems.push(format!(
                 "{}: {what} after {} entries, the rest lost",
@@ -1028,6 +1169,8 @@ impl<I: InternalIterator> InternalIterator for SalvagedTable<I> {
         self.settle(true);
     }
     fn prev(&mut self) {
+        // Order is checked going forward from here on.
+        self.previous.clear();
         self.inner.prev();
         self.settle(false);
     }
@@ -1142,6 +1285,7 @@ mod tests {
             path: PathBuf::from(format!("/db/{number:06}.sst")),
             range: range.map(|(a, b)| (entry(a, 9).0, entry(b, 1).0)),
             file_size: 100,
+            intermediate: false,
         }
     }
 
@@ -1174,7 +1318,7 @@ mod tests {
             largest_key: entry("a", 1).0,
             ..Default::default()
         };
-        assert!(TableSpan::new(7, PathBuf::new(), &props, &icmp())
+        assert!(TableSpan::written(7, PathBuf::new(), &props, &icmp())
             .range
             .is_none());
     }
@@ -1300,7 +1444,7 @@ mod tests {
         assert_eq!(
             log.problems,
             vec![
-                "/db/000002.sst: a key outside the range its properties record after 1 \
+                "/db/000002.sst: a key outside the range found when it was scanned after 1 \
                  entries, the rest lost"
                     .to_string()
             ]
@@ -1309,7 +1453,7 @@ mod tests {
     }
 
     #[test]
-    fn a_table_that_cannot_be_reopened_is_lost_but_running_out_of_descriptors_stops_the_run() {
+    fn a_table_that_cannot_be_opened_again_stops_the_run_and_is_not_counted_lost() {
         let tables = || {
             vec![
                 (span(1, Some(("a", "a"))), vec![entry("a", 1)]),
@@ -1317,39 +1461,85 @@ mod tests {
                 (span(3, Some(("c", "c"))), vec![entry("c", 3)]),
             ]
         };
-        let drain = |run: &mut TableRun<VecIterator>| {
-            let mut keys = Vec::new();
+        for errno in [libc::EIO, libc::EMFILE, libc::ENOENT] {
+            let log = Arc::new(Mutex::new(SalvageLog::default()));
+            let (mut run, opened) = run_of(tables(), Some((2, errno)), &log);
             run.seek_to_first();
-            while run.valid() {
-                keys.push(run.key().to_vec());
-                run.next();
-            }
-            keys
-        };
-
-        let log = Arc::new(Mutex::new(SalvageLog::default()));
-        let (mut run, _) = run_of(tables(), Some((2, libc::EIO)), &log);
-        assert_eq!(drain(&mut run), keys_of(&[entry("a", 1), entry("c", 3)]));
-        {
-            let log = log.lock();
-            assert_eq!(log.problems.len(), 1, "{:?}", log.problems);
-            assert!(
-                log.problems[0].contains("000002.sst: unreadable when read again, all of it lost")
+            assert_eq!(run.key(), entry("a", 1).0.as_slice());
+            run.next();
+            assert!(!run.valid(), "errno {errno}");
+            assert!(run.status().is_err(), "the merge must end at once");
+            assert_eq!(
+                *opened.lock(),
+                vec![1, 2],
+                "nothing is opened after the stop"
             );
-            assert_eq!(log.damaged, vec![PathBuf::from("/db/000002.sst")]);
-            assert!(log.fatal.is_none());
+            let log = log.lock();
+            assert!(
+                log.damaged.is_empty() && log.problems.is_empty(),
+                "not a loss"
+            );
+            let fatal = log
+                .fatal
+                .as_ref()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(fatal.contains("it opened moments before"), "{fatal}");
         }
+    }
 
+    #[test]
+    fn damage_to_an_intermediate_table_stops_the_run_instead_of_losing_entries() {
         let log = Arc::new(Mutex::new(SalvageLog::default()));
-        let (mut run, opened) = run_of(tables(), Some((2, libc::EMFILE)), &log);
-        assert_eq!(drain(&mut run), keys_of(&[entry("a", 1)]));
-        assert_eq!(
-            *opened.lock(),
-            vec![1, 2],
-            "nothing is opened after the stop"
-        );
+        let mut written = span(2, Some(("b", "d")));
+        written.intermediate = true;
+        let entries = vec![entry("b", 2), entry("c", 3), entry("d", 4)];
+        let tables = vec![(written, entries.clone())];
+        let open: OpenSpan<VecIterator> =
+            Box::new(move |_| Ok(VecIterator::failing_at(entries.clone(), icmp(), 1)));
+        let spans = tables.into_iter().map(|(s, _)| s).collect();
+        let mut run = TableRun::with_opener(spans, open, icmp(), log.clone());
+        run.seek_to_first();
+        assert_eq!(run.key(), entry("b", 2).0.as_slice());
+        run.next();
+        assert!(!run.valid() && run.status().is_err());
         let log = log.lock();
-        assert!(log.damaged.is_empty(), "not a loss: {:?}", log.problems);
-        assert!(log.fatal.as_ref().is_some_and(Error::is_out_of_handles));
+        assert!(
+            log.damaged.is_empty() && log.problems.is_empty(),
+            "{:?}",
+            log.problems
+        );
+        let fatal = log
+            .fatal
+            .as_ref()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            fatal.contains("an intermediate table this repair wrote did not read back"),
+            "{fatal}"
+        );
+    }
+
+    #[test]
+    fn a_step_back_then_forward_is_not_taken_for_keys_out_of_order() {
+        let log = Arc::new(Mutex::new(SalvageLog::default()));
+        let entries = vec![entry("a", 1), entry("b", 2), entry("c", 3)];
+        let inner = VecIterator::new(entries, icmp());
+        let mut table =
+            SalvagedTable::new(inner, icmp(), PathBuf::from("/db/000004.sst"), log.clone());
+        table.seek_to_first();
+        table.next();
+        table.next();
+        table.prev();
+        table.next();
+        assert!(table.valid() && table.key() == entry("c", 3).0.as_slice());
+        table.next();
+        assert!(!table.valid());
+        let log = log.lock();
+        assert!(
+            log.problems.is_empty() && log.damaged.is_empty(),
+            "{:?}",
+            log.problems
+        );
     }
 }
