@@ -827,3 +827,21 @@ fn repair_out_of_descriptors_stops_and_changes_nothing() {
         assert_eq!(db.get(&k).expect("get"), Some(v), "key {i}");
     }
 }
+
+/// `destroy` removes what a crashed repair left in its scratch directory, and keeps `lost/`.
+#[test]
+fn destroy_removes_a_repairs_scratch_directory() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let options = small_options(&fs);
+    drop(Db::open(dir, options.clone()).expect("open"));
+    let scratch = dir.join("repair-scratch");
+    fs.create_dir_all(&scratch).expect("mkdir");
+    fs.set_contents(&scratch.join("000009.sst"), b"half a table".to_vec());
+    fs.create_dir_all(&dir.join("lost")).expect("mkdir");
+    fs.set_contents(&dir.join("lost").join("000003.sst"), b"kept".to_vec());
+    Db::destroy(dir, &options).expect("destroy");
+    assert!(!fs.exists(&scratch));
+    assert!(fs.exists(&dir.join("lost").join("000003.sst")));
+}

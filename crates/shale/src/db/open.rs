@@ -743,6 +743,8 @@ pub(crate) fn destroy(dir: &Path, options: &Options) -> Result<()> {
             Some(_) => fs.remove(&dir.join(&name))?,
         }
     }
+    // What a crashed repair left is shale's too (`lost/` stays: it is kept for the user).
+    super::repair::remove_scratch(fs.as_ref(), &dir.join(super::repair::SCRATCH_DIR))?;
     drop(lock);
     let _ = fs.remove(&lock_path);
     if fs.list(dir)?.is_empty() {

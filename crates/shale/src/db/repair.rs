@@ -471,11 +471,11 @@ const RESERVED_FILES: usize = 10;
 const OPEN_BLOB_FILES: usize = 4;
 
 /// The directory, inside the database's, where repair writes its intermediate tables.
-const SCRATCH_DIR: &str = "repair-scratch";
+pub(crate) const SCRATCH_DIR: &str = "repair-scratch";
 
 /// Removes the scratch directory and every file in it, if it exists (what a repair that
 /// stopped, or crashed, left there is never data of the database).
-fn remove_scratch(fs: &dyn crate::env::Fs, scratch: &Path) -> Result<()> {
+pub(crate) fn remove_scratch(fs: &dyn crate::env::Fs, scratch: &Path) -> Result<()> {
     if !fs.exists(scratch) {
         return Ok(());
     }
