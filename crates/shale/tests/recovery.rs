@@ -519,13 +519,8 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
     let options = Options {
         write_buffer_size: 1 << 20,
         block_size: 512,
-        compression: shale::Compression::None,
         // Every flush stays a level-0 table of its own, overlapping the others.
-        level0_file_num_compaction_trigger: 100,
-        level0_slowdown_writes_trigger: 100,
-        level0_stop_writes_trigger: 100,
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
+        ..level0_only(Arc::new(fs.clone()))
     };
     let rounds = 4u32;
     let n = 2000u32;
@@ -601,6 +596,19 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
     );
 }
 
+/// Options under which every flush stays a level-0 table of its own (no compaction runs), so
+/// that tests can lay out overlapping tables as they like; values uncompressed.
+fn level0_only(fs: Arc<dyn shale::env::Fs>) -> Options {
+    Options {
+        compression: shale::Compression::None,
+        level0_file_num_compaction_trigger: 100,
+        level0_slowdown_writes_trigger: 100,
+        level0_stop_writes_trigger: 100,
+        fs,
+        ..Options::default()
+    }
+}
+
 /// The `.sst` files in `dir`.
 fn table_names(fs: &dyn shale::env::Fs, dir: &Path) -> Vec<String> {
     let mut names: Vec<_> = fs
@@ -620,15 +628,7 @@ fn table_names(fs: &dyn shale::env::Fs, dir: &Path) -> Vec<String> {
 fn repair_holds_open_only_as_many_tables_as_overlap() {
     let fault = shale::env::FaultFs::in_memory();
     let dir = Path::new("/db");
-    let options = Options {
-        compression: shale::Compression::None,
-        // Every flush stays a level-0 table of its own.
-        level0_file_num_compaction_trigger: 100,
-        level0_slowdown_writes_trigger: 100,
-        level0_stop_writes_trigger: 100,
-        fs: Arc::new(fault.clone()),
-        ..Options::default()
-    };
+    let options = level0_only(Arc::new(fault.clone()));
     let (slices, per_slice) = (40u32, 50u32);
     let n = slices * per_slice;
     {
@@ -691,15 +691,10 @@ fn repair_merges_deep_overlaps_in_passes_within_max_open_files() {
     let fault = shale::env::FaultFs::in_memory();
     let dir = Path::new("/db");
     let options = Options {
-        compression: shale::Compression::None,
-        level0_file_num_compaction_trigger: 100,
-        level0_slowdown_writes_trigger: 100,
-        level0_stop_writes_trigger: 100,
         // Six runs at a time (16 less the descriptors repair keeps for other files).
         max_open_files: 16,
         max_file_size: 16 * 1024,
-        fs: Arc::new(fault.clone()),
-        ..Options::default()
+        ..level0_only(Arc::new(fault.clone()))
     };
     // 30 tables, each across the whole key range, each rewriting key 0 and holding 100
     // versions of key 1.
@@ -768,14 +763,7 @@ fn repair_out_of_descriptors_stops_and_changes_nothing() {
     let fs = MemFs::new();
     let fault = shale::env::FaultFs::new(Arc::new(fs.clone()));
     let dir = Path::new("/db");
-    let options = Options {
-        compression: shale::Compression::None,
-        level0_file_num_compaction_trigger: 100,
-        level0_slowdown_writes_trigger: 100,
-        level0_stop_writes_trigger: 100,
-        fs: Arc::new(fault.clone()),
-        ..Options::default()
-    };
+    let options = level0_only(Arc::new(fault.clone()));
     {
         let db = Db::open(dir, options.clone()).expect("open");
         // Five tables across the whole range: five runs to hold open at once.
