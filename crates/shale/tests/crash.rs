@@ -352,9 +352,10 @@ fn regression_a_crash_during_repair_loses_nothing() {
 }
 
 /// A crash at any point of a repair that merges in passes (more overlapping tables than
-/// `max_open_files` lets it hold open) leaves a directory that a second repair salvages
-/// whole, with nothing reported lost: the intermediate and new tables a crash cut short are in
-/// the scratch directory, which no repair or open reads as the database's.
+/// `max_open_files` lets it hold open) leaves a directory that opens with every key (or is
+/// refused, never opened short of one), and that a second repair salvages whole, with nothing
+/// reported lost: the intermediate and new tables a crash cut short are in the scratch
+/// directory, which no repair or open reads as the database's.
 #[test]
 fn a_crash_during_a_repair_in_passes_leaves_nothing_a_second_repair_calls_lost() {
     let fs = FaultFs::in_memory();
@@ -376,9 +377,19 @@ fn a_crash_during_a_repair_in_passes_leaves_nothing_a_second_repair_calls_lost()
             }
             db.flush().expect("flush");
         }
+        // And some only in the WAL, synced so that they survive a power loss before the repair.
+        let synced = WriteOptions {
+            sync: true,
+            ..WriteOptions::default()
+        };
+        for i in n..n + 20 {
+            db.put_opt(format!("k{i:04}"), format!("value {i}"), &synced)
+                .expect("put");
+        }
     }
+    let n = n + 20;
     let first = fs.calls() + 1;
-    let last = first + 400;
+    let last = first + 500;
     fs.capture_at(first..last);
     let report = Db::repair("/db", &options(Arc::new(fs.clone()))).expect("repair");
     assert!(report.intermediate_tables > 0, "{report:?}");
@@ -395,6 +406,15 @@ fn a_crash_during_a_repair_in_passes_leaves_nothing_a_second_repair_calls_lost()
                 snapshot.call_count() + 1
             );
             let image = snapshot.image(mode, 0);
+            // Opened on an image of its own: an open changes what it opens.
+            if let Ok(db) = Db::open("/db", options(Arc::new(snapshot.image(mode, 0)))) {
+                for i in 0..n {
+                    assert!(
+                        db.get(format!("k{i:04}")).expect("get").is_some(),
+                        "{what}: opened without key {i}"
+                    );
+                }
+            }
             let again = Db::repair("/db", &options(Arc::new(image.clone())))
                 .unwrap_or_else(|e| panic!("{what}: second repair: {e}"));
             assert!(again.problems.is_empty(), "{what}: {:?}", again.problems);

@@ -547,7 +547,12 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
     let mut data = fs.contents(&damaged).expect("table");
     let offset = data.len() / 3;
     data[offset] ^= 0x40;
-    fs.set_contents(&damaged, data);
+    fs.set_contents(&damaged, data.clone());
+
+    // An earlier repair kept a file of the same name: it stays, and this one is kept beside it.
+    let earlier = dir.join("lost").join(&tables[1]);
+    fs.create_dir_all(&dir.join("lost")).expect("mkdir");
+    fs.set_contents(&earlier, b"an earlier repair's".to_vec());
 
     let report = Db::repair(dir, &options).expect("repair");
     assert_eq!(report.tables_scanned, rounds as usize);
@@ -566,9 +571,17 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
     let per_table = u64::from(n / rounds);
     assert!(kept > 0 && kept < per_table, "{kept} of {per_table} kept");
     assert_eq!(report.entries_recovered, 3 * per_table + kept);
+    let kept_file = dir.join("lost").join(format!("{}.1", tables[1]));
+    assert_eq!(report.moved_to_lost, vec![kept_file.clone()]);
     assert_eq!(
-        report.moved_to_lost,
-        vec![dir.join("lost").join(&tables[1])]
+        fs.contents(&kept_file),
+        Some(data),
+        "the damaged table, as it was"
+    );
+    assert_eq!(fs.contents(&earlier), Some(b"an earlier repair's".to_vec()));
+    assert!(
+        !fs.exists(&damaged),
+        "the original is gone from the database"
     );
 
     // The damaged table's keys (those with i % rounds == 1) survive up to the damage, in key
@@ -696,9 +709,10 @@ fn repair_merges_deep_overlaps_in_passes_within_max_open_files() {
         max_file_size: 16 * 1024,
         ..level0_only(Arc::new(fault.clone()))
     };
-    // 30 tables, each across the whole key range, each rewriting key 0 and holding 100
-    // versions of key 1.
-    let (rounds, n) = (30u32, 3000u32);
+    // 40 tables, each across the whole key range, each rewriting key 0 and holding 100
+    // versions of key 1: 40 runs, six at a time, so that a later pass merges the run an
+    // earlier one wrote.
+    let (rounds, n) = (40u32, 4000u32);
     let hot = kv(1).0;
     {
         let db = Db::open(dir, options.clone()).expect("open");
@@ -832,4 +846,56 @@ fn destroy_removes_a_repairs_scratch_directory() {
     Db::destroy(dir, &options).expect("destroy");
     assert!(!fs.exists(&scratch));
     assert!(fs.exists(&dir.join("lost").join("000003.sst")));
+}
+
+/// A table the manifest names but that is gone (often why repair runs) keeps its number: the
+/// new tables are numbered past it, so that the old manifest, should the repair stop before
+/// replacing it, never names a file repair wrote.
+#[test]
+fn repair_numbers_new_tables_past_those_the_old_manifest_names() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    let options = level0_only(Arc::new(fs.clone()));
+    {
+        let db = Db::open(dir, options.clone()).expect("open");
+        for round in 0..3u32 {
+            for i in (0..300u32).filter(|i| i % 3 == round) {
+                let (k, v) = kv(i);
+                db.put(&k, &v).expect("put");
+            }
+            db.flush().expect("flush");
+        }
+    }
+    let number = |name: &str| -> u64 {
+        name.split('.')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let newest = table_names(&fs, dir)
+        .into_iter()
+        .max_by_key(|name| number(name))
+        .expect("a table");
+    let gone = number(&newest);
+    // Nothing else on disk is numbered past the newest table (its WAL is older)...
+    fs.remove(&dir.join(&newest)).expect("remove");
+    let highest_left = fs
+        .list(dir)
+        .expect("list")
+        .iter()
+        .map(|name| number(name))
+        .max()
+        .unwrap_or(0);
+    assert!(
+        highest_left < gone,
+        "{highest_left} >= {gone}: the test needs the newest file gone"
+    );
+
+    let report = Db::repair(dir, &options).expect("repair");
+    assert!(report.tables_written > 0);
+    // ...yet no new table takes its number or one below it.
+    for name in table_names(&fs, dir) {
+        assert!(number(&name) > gone, "new table {name} at or below {gone}");
+    }
 }

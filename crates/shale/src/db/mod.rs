@@ -294,8 +294,10 @@ impl Db {
     /// table and WAL is rewritten under a new manifest; damaged files (and numbered `.log` files
     /// that are not shale logs) move to `path/lost/`. The database must not be open. Refused,
     /// with nothing changed, for a directory holding no shale files and for tables written with
-    /// a comparator other than `options.comparator` (`Error::InvalidArgument`), and stopped, with
-    /// nothing changed, if the process runs out of descriptors (`Error::is_out_of_handles`).
+    /// a comparator other than `options.comparator` (`Error::InvalidArgument`), and stopped
+    /// before it replaces the manifest if the process runs out of descriptors
+    /// (`Error::is_out_of_handles`), leaving the database as it was (at most with new tables
+    /// no manifest names, which the next open deletes).
     /// Tables are read a few at a time, however many there are: one per run of tables whose
     /// key ranges do not overlap, that is about as many as overlap at one key, and no more than
     /// `options.max_open_files` less a few descriptors kept for other files (deeper overlaps

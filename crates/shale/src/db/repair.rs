@@ -12,7 +12,7 @@
 //! memory, and the tables open at once are one per run, that is as many as overlap at one key
 //! (plus one per table whose first or last key could not be read, each a run of its own).
 //! When there are more runs than `max_open_files` allows open (less a few descriptors kept for
-//! the files repair writes and the blob files it checks, of which it keeps at most
+//! the files repair writes and the blob files it checks, of which it keeps about
 //! [`OPEN_BLOB_FILES`] open), groups of runs are first merged into intermediate tables
 //! ([`merge_down_to`]). Intermediate and new tables are written in a scratch directory
 //! ([`SCRATCH_DIR`]); the new ones move into the database's directory once every one is
@@ -102,6 +102,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     }
     tables.sort_unstable();
     wals.sort_unstable();
+    // A table the old manifest names may be missing (often why repair runs): no new file may
+    // take its number, or the old manifest would name the new file should the repair stop
+    // before it is replaced.
+    max_number = max_number.max(numbers_named_by(fs.as_ref(), dir, &manifests));
 
     // A `.log` with a number for a name need not be shale's; one that is not is moved aside
     // with the damaged files rather than read as a log torn at its first byte and deleted.
@@ -284,7 +288,8 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             fs.sync_dir(&scratch)?;
             fs.sync_dir(dir)
         })
-        .and_then(|()| super::open::sync_blob_files(options, dir, &edit));
+        .and_then(|()| super::open::sync_blob_files(options, dir, &edit))
+        .and_then(|()| keep_damaged(fs.as_ref(), dir, &mut damaged, &mut report));
     if let Err(e) = built {
         for n in first_number..next_number {
             let _ = fs.remove(&table_file_name(dir, n));
@@ -292,7 +297,6 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         let _ = remove_scratch(fs.as_ref(), &scratch);
         return Err(e);
     }
-    remove_scratch(fs.as_ref(), &scratch)?;
 
     // A new manifest from scratch, numbered after every file, old and new, written whole and
     // named by CURRENT in one atomic step; only then do the old manifests go. Until that step
@@ -305,24 +309,19 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     edit.log_number = Some(log_number);
     versions.set_last_sequence(last_sequence);
     versions.log_and_apply(edit)?;
-    for &n in &manifests {
-        let _ = fs.remove(&crate::filename::manifest_file_name(dir, n));
-    }
-
-    // Keep damaged files for forensics; every other old table and WAL is now obsolete.
-    // A file is named once however many of its reads failed.
-    damaged.sort();
-    damaged.dedup();
-    let lost = dir.join("lost");
-    if !damaged.is_empty() {
-        fs.create_dir_all(&lost)?;
-    }
-    for path in damaged {
-        if let Some(name) = path.file_name() {
-            let dest = lost.join(name);
-            fs.rename(&path, &dest)?;
-            report.moved_to_lost.push(dest);
+    // The repair is done: what is left is tidying up, which an open finishes if it fails here
+    // (every file below is obsolete now), so a failure is a warning, not an error.
+    let tidy = |what: &str, path: &Path, result: Result<()>| {
+        if let Err(e) = result {
+            tracing::warn!(file = %path.display(), %e, "repair could not {what}");
         }
+    };
+    for &n in &manifests {
+        let path = crate::filename::manifest_file_name(dir, n);
+        tidy("remove an old manifest", &path, fs.remove(&path));
+    }
+    for path in &damaged {
+        tidy("remove a damaged file kept in lost/", path, fs.remove(path));
     }
     for &n in &wals {
         let _ = fs.remove(&wal_file_name(dir, n));
@@ -330,8 +329,75 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     for &n in &tables {
         let _ = fs.remove(&table_file_name(dir, n));
     }
-    fs.sync_dir(dir)?;
+    tidy(
+        "remove its scratch directory",
+        &scratch,
+        remove_scratch(fs.as_ref(), &scratch),
+    );
+    tidy("sync the directory", dir, fs.sync_dir(dir));
     Ok(report)
+}
+
+/// Keeps every damaged file for forensics: links it into `lost/` (under a free name) and makes
+/// the links durable before the new manifest makes the originals obsolete, so that no crash
+/// lets an open delete one unseen. The originals are removed once the manifest is in place.
+fn keep_damaged(
+    fs: &dyn crate::env::Fs,
+    dir: &Path,
+    damaged: &mut Vec<PathBuf>,
+    report: &mut RepairReport,
+) -> Result<()> {
+    // A file is named once however many of its reads failed.
+    damaged.sort();
+    damaged.dedup();
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let lost = dir.join("lost");
+    fs.create_dir_all(&lost)?;
+    for path in damaged.iter() {
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        // An earlier repair may have kept a file of the same name.
+        let mut dest = lost.join(name);
+        let mut copy = 0u32;
+        while fs.exists(&dest) {
+            copy += 1;
+            dest = lost.join(format!("{}.{copy}", name.to_string_lossy()));
+        }
+        fs.link(path, &dest)?;
+        report.moved_to_lost.push(dest);
+    }
+    fs.sync_dir(&lost)?;
+    fs.sync_dir(dir)
+}
+
+/// The highest file number any of the `manifests` names or has promised (its next file
+/// number less one), read leniently: what cannot be read names nothing.
+fn numbers_named_by(fs: &dyn crate::env::Fs, dir: &Path, manifests: &[u64]) -> u64 {
+    let mut highest = 0;
+    for &n in manifests {
+        let path = crate::filename::manifest_file_name(dir, n);
+        let Ok(file) = fs.open_sequential(&path) else {
+            continue;
+        };
+        let mut reader = LogReader::new(file, path, LogKind::Manifest, Some(n));
+        while let Ok(Some(record)) = reader.read_record() {
+            let Ok(edit) = VersionEdit::decode(&record) else {
+                break;
+            };
+            let named = edit
+                .new_files
+                .iter()
+                .map(|(_, f)| f.number)
+                .chain(edit.blob_files.iter().map(|&(number, _)| number))
+                .chain(edit.log_number)
+                .chain(edit.next_file_number.map(|n| n.saturating_sub(1)));
+            highest = named.fold(highest, u64::max);
+        }
+    }
+    highest
 }
 
 /// Refuses a directory with nothing of a shale database in it: repair would take its numbered
@@ -652,8 +718,8 @@ fn partition_into_runs(spans: Vec<TableSpan>, icmp: &InternalKeyComparator) -> V
 }
 
 /// Merges the smallest runs into one, a pass at a time, until at most `fan_in` are left: the
-/// first pass merges just enough of them that what is left fits (rewriting as little as it
-/// can), later ones `fan_in` at a time. Each pass writes its run as new tables in the sink's
+/// first pass merges just enough of them that the rest takes whole passes of `fan_in` (so the
+/// fewest bytes are rewritten twice), later ones `fan_in` at a time. Each pass writes its run as new tables in the sink's
 /// output directory (the scratch directory), numbered from the sink's next number; the intermediate
 /// tables a pass read are removed once it is done. A pass keeps every entry but exact
 /// duplicates (one entry found in two tables): older versions, deletions and blob references
@@ -664,9 +730,18 @@ fn merge_down_to(
     opener: &TableOpener,
     mut sink: TableSink<'_>,
 ) -> Result<Vec<Vec<TableSpan>>> {
+    let mut first = true;
     while runs.len() > fan_in {
         runs.sort_by_key(|run| run.iter().map(|s| s.file_size).sum::<u64>());
-        let take = (runs.len() - fan_in + 1).min(fan_in);
+        // The first pass takes as many as leave a multiple of full passes after it: fewer
+        // than `fan_in` when the count does not divide evenly, so the small runs are the ones
+        // rewritten more than once.
+        let take = if first {
+            (runs.len() - 2) % (fan_in - 1) + 2
+        } else {
+            fan_in
+        };
+        first = false;
         let group: Vec<_> = runs.drain(..take).collect();
         let consumed: Vec<PathBuf> = group
             .iter()
@@ -1097,7 +1172,12 @@ impl<I: InternalIterator> SalvagedTable<I> {
             // came from are still there), so the repair stops.
             let what = match (&damage, self.stop, self.malformed) {
                 (Some(e), _, _) => format!("damaged after {} entries: {e}", self.entries),
-                (None, Some(_), _) => format!("out of order after {} entries", self.entries),
+                (None, Some(Stop::OutOfOrder), _) => {
+                    format!("out of order after {} entries", self.entries)
+                }
+                (None, Some(Stop::OutsideRange), _) => {
+                    format!("a key outside its range after {} entries", self.entries)
+                }
                 (None, None, n) if n > 0 => format!("{n} malformed keys"),
                 _ => return,
             };
@@ -1111,6 +1191,14 @@ impl<I: InternalIterator> SalvagedTable<I> {
             ));
             return;
         }
+        let damage = match damage {
+            // Out of descriptors or memory while reading a block says nothing about the table.
+            Some(e) if e.is_out_of_handles() => {
+                log.fatal.get_or_insert(e);
+                return;
+            }
+            other => other,
+        };
         if self.malformed > 0 {
             log.problems.push(format!(
                 "{}: {} entries with malformed internal keys skipped",

@@ -431,7 +431,9 @@ impl FaultFs {
     }
 
     /// Fails creates and opens with `EMFILE` while `limit` files are open, as a process's
-    /// descriptor limit does; `None` removes the limit.
+    /// descriptor limit does; `None` removes the limit. Counted are the files `create`,
+    /// `open_random` and `open_sequential` hand out, while they live; not the lock, nor the
+    /// brief opens inside `sync_dir` and `sync_file`.
     pub fn set_open_file_limit(&self, limit: Option<usize>) {
         self.state.lock().handle_limit = limit;
     }
@@ -961,10 +963,19 @@ impl Fs for FaultFs {
         self.inner.rename(from, to)?;
         let mut state = self.state.lock();
         if let Some(node) = state.shadow.live.get(from).copied() {
-            state.shadow.bind_many(vec![
-                (from.to_path_buf(), None),
-                (to.to_path_buf(), Some(node)),
-            ]);
+            if from.parent() == to.parent() {
+                // Within a directory a rename is atomic: both names change at its sync.
+                state.shadow.bind_many(vec![
+                    (from.to_path_buf(), None),
+                    (to.to_path_buf(), Some(node)),
+                ]);
+            } else {
+                // Between directories each side is durable only once its own directory is
+                // synced (the weakest ordering a filesystem may give): until both are, a crash
+                // may leave the file under both names or under neither.
+                state.shadow.bind(from, None);
+                state.shadow.bind(to, Some(node));
+            }
         }
         Ok(())
     }
@@ -1168,6 +1179,56 @@ mod tests {
         let power = fs.crash_image(CrashMode::PowerLoss, 0);
         assert_eq!(contents(&power, "new").as_deref(), Some(&b"x"[..]));
         assert!(contents(&power, "old").is_none() && contents(&power, "gone").is_none());
+    }
+
+    #[test]
+    fn a_rename_between_directories_needs_both_synced() {
+        let fs = FaultFs::in_memory();
+        let sub = dir().join("sub");
+        fs.create_dir_all(&sub).expect("mkdir");
+        write(&fs, "sub/t", b"x", true, true);
+        fs.sync_dir(&sub).expect("sync sub");
+        fs.rename(&sub.join("t"), &dir().join("t")).expect("rename");
+        // Only the destination synced: the new name is durable, the old one not yet gone.
+        fs.sync_dir(&dir()).expect("sync dir");
+        let power = fs.crash_image(CrashMode::PowerLoss, 0);
+        assert_eq!(contents(&power, "t").as_deref(), Some(&b"x"[..]));
+        assert_eq!(contents(&power, "sub/t").as_deref(), Some(&b"x"[..]));
+        fs.sync_dir(&sub).expect("sync sub");
+        let power = fs.crash_image(CrashMode::PowerLoss, 0);
+        assert_eq!(contents(&power, "t").as_deref(), Some(&b"x"[..]));
+        assert!(contents(&power, "sub/t").is_none());
+
+        // Only the source synced: the file may be under neither name.
+        write(&fs, "sub/u", b"y", true, true);
+        fs.sync_dir(&sub).expect("sync sub");
+        fs.rename(&sub.join("u"), &dir().join("u")).expect("rename");
+        fs.sync_dir(&sub).expect("sync sub");
+        let power = fs.crash_image(CrashMode::PowerLoss, 0);
+        assert!(contents(&power, "u").is_none() && contents(&power, "sub/u").is_none());
+    }
+
+    #[test]
+    fn open_files_are_counted_and_limited() {
+        let fs = FaultFs::in_memory();
+        fs.create_dir_all(&dir()).expect("mkdir");
+        write(&fs, "a", b"x", true, true);
+        fs.set_open_file_limit(Some(2));
+        let first = fs.open_random(&dir().join("a")).expect("open");
+        let second = fs.open_sequential(&dir().join("a")).expect("open");
+        let third = fs.open_random(&dir().join("a"));
+        assert!(third.is_err_and(|e| e.is_out_of_handles()));
+        assert!(fs
+            .create(&dir().join("b"))
+            .is_err_and(|e| e.is_out_of_handles()));
+        drop(first);
+        let again = fs
+            .open_random(&dir().join("a"))
+            .expect("a slot is free again");
+        assert_eq!(fs.peak_open_files(), 2);
+        drop((second, again));
+        fs.reset_peak_open_files();
+        assert_eq!(fs.peak_open_files(), 0);
     }
 
     #[test]
