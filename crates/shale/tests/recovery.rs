@@ -899,3 +899,39 @@ fn repair_numbers_new_tables_past_those_the_old_manifest_names() {
         assert!(number(&name) > gone, "new table {name} at or below {gone}");
     }
 }
+
+/// Where the filesystem cannot link, a damaged file is copied into `lost/` instead: repair
+/// still completes and keeps the file's bytes.
+#[test]
+fn repair_copies_a_damaged_file_into_lost_where_links_fail() {
+    use shale::env::{FaultError, FaultSpec, Fs, OpKind};
+    let fs = MemFs::new();
+    let fault = shale::env::FaultFs::new(Arc::new(fs.clone()));
+    let dir = Path::new("/db");
+    let options = level0_only(Arc::new(fault.clone()));
+    {
+        let db = Db::open(dir, options.clone()).expect("open");
+        for i in 0..200u32 {
+            let (k, v) = kv(i);
+            db.put(&k, &v).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    let table = dir.join(&table_names(&fs, dir)[0]);
+    let mut data = fs.contents(&table).expect("table");
+    let last = data.len() - 1;
+    data[last] ^= 0x01; // the footer's magic: the whole table is unreadable
+    fs.set_contents(&table, data.clone());
+    fault.inject(FaultSpec {
+        kind: Some(OpKind::Link),
+        nth: 1,
+        persistent: true,
+        error: FaultError::Io,
+    });
+
+    let report = Db::repair(dir, &options).expect("repair");
+    let kept = dir.join("lost").join(table.file_name().expect("name"));
+    assert_eq!(report.moved_to_lost, vec![kept.clone()]);
+    assert_eq!(fs.contents(&kept), Some(data), "the damaged table, copied");
+    assert!(!fs.exists(&table));
+}

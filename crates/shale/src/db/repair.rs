@@ -338,9 +338,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     Ok(report)
 }
 
-/// Keeps every damaged file for forensics: links it into `lost/` (under a free name) and makes
-/// the links durable before the new manifest makes the originals obsolete, so that no crash
-/// lets an open delete one unseen. The originals are removed once the manifest is in place.
+/// Keeps every damaged file for forensics: links it into `lost/` (under a free name; copies it
+/// where the filesystem has no hard links) and makes the links durable before the new manifest
+/// makes the originals obsolete, so that no crash lets an open delete one unseen. The
+/// originals are removed once the manifest is in place.
 fn keep_damaged(
     fs: &dyn crate::env::Fs,
     dir: &Path,
@@ -366,7 +367,17 @@ fn keep_damaged(
             copy += 1;
             dest = lost.join(format!("{}.{copy}", name.to_string_lossy()));
         }
-        fs.link(path, &dest)?;
+        if let Err(e) = fs.link(path, &dest) {
+            if e.is_out_of_handles() {
+                return Err(e);
+            }
+            // A filesystem without hard links gets a copy, synced like the link would be.
+            let data = crate::env::read_all(fs, path)?;
+            let mut copy = fs.create(&dest)?;
+            copy.append(&data)?;
+            copy.sync()?;
+            copy.close()?;
+        }
         report.moved_to_lost.push(dest);
     }
     fs.sync_dir(&lost)?;
