@@ -296,8 +296,9 @@ impl Db {
     /// with nothing changed, for a directory holding no shale files and for tables written with
     /// a comparator other than `options.comparator` (`Error::InvalidArgument`), and stopped
     /// before it replaces the manifest if the process runs out of descriptors
-    /// (`Error::is_out_of_handles`), leaving the database as it was (at most with new tables
-    /// no manifest names, which the next open deletes).
+    /// (`Error::is_out_of_handles`), leaving the database as it was: the new tables and its
+    /// copies in `lost/` are removed again (only a failure while writing the new manifest
+    /// itself may leave them, and the next open deletes tables no manifest names).
     /// Tables are read a few at a time, however many there are: one per run of tables whose
     /// key ranges do not overlap, that is about as many as overlap at one key, and no more than
     /// `options.max_open_files` less a few descriptors kept for other files (deeper overlaps

@@ -36,6 +36,7 @@ use crate::blob::BlobCache;
 use crate::error::{Error, Result};
 use crate::filename::{
     current_file_name, lock_file_name, parse_file_name, table_file_name, wal_file_name, FileType,
+    MAX_FILE_NUMBER,
 };
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{parse_internal_key, InternalKeyComparator};
@@ -105,7 +106,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     // A table the old manifest names may be missing (often why repair runs): no new file may
     // take its number, or the old manifest would name the new file should the repair stop
     // before it is replaced.
-    max_number = max_number.max(numbers_named_by(fs.as_ref(), dir, &manifests));
+    max_number = max_number.max(numbers_named_by(fs.as_ref(), dir, &manifests)?);
 
     // A `.log` with a number for a name need not be shale's; one that is not is moved aside
     // with the damaged files rather than read as a log torn at its first byte and deleted.
@@ -290,13 +291,20 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         })
         .and_then(|()| super::open::sync_blob_files(options, dir, &edit))
         .and_then(|()| keep_damaged(fs.as_ref(), dir, &mut damaged, &mut report));
-    if let Err(e) = built {
-        for n in first_number..next_number {
-            let _ = fs.remove(&table_file_name(dir, n));
+    let to_move = match built {
+        Ok(to_move) => to_move,
+        Err(e) => {
+            for n in first_number..next_number {
+                let _ = fs.remove(&table_file_name(dir, n));
+            }
+            // The originals are all still in place: this attempt's copies in `lost/` go too.
+            for kept in &report.moved_to_lost {
+                let _ = fs.remove(kept);
+            }
+            let _ = remove_scratch(fs.as_ref(), &scratch);
+            return Err(e);
         }
-        let _ = remove_scratch(fs.as_ref(), &scratch);
-        return Err(e);
-    }
+    };
 
     // A new manifest from scratch, numbered after every file, old and new, written whole and
     // named by CURRENT in one atomic step; only then do the old manifests go. Until that step
@@ -320,7 +328,23 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         let path = crate::filename::manifest_file_name(dir, n);
         tidy("remove an old manifest", &path, fs.remove(&path));
     }
-    for path in &damaged {
+    for (path, dest) in &to_move {
+        // The last resort for a file that could be neither linked nor copied.
+        let mut dest = dest.clone();
+        let mut copy = 0u32;
+        while fs.exists(&dest) {
+            copy += 1;
+            dest = PathBuf::from(format!("{}.{copy}", dest.display()));
+        }
+        match fs.rename(path, &dest) {
+            Ok(()) => report.moved_to_lost.push(dest),
+            Err(e) => tidy("move a damaged file into lost/", path, Err(e)),
+        }
+    }
+    for path in damaged
+        .iter()
+        .filter(|p| !to_move.iter().any(|(m, _)| m == *p))
+    {
         tidy("remove a damaged file kept in lost/", path, fs.remove(path));
     }
     for &n in &wals {
@@ -338,63 +362,134 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     Ok(report)
 }
 
-/// Keeps every damaged file for forensics: links it into `lost/` (under a free name; copies it
-/// where the filesystem has no hard links) and makes the links durable before the new manifest
-/// makes the originals obsolete, so that no crash lets an open delete one unseen. The
-/// originals are removed once the manifest is in place.
+/// Keeps every damaged file for forensics: links it into `lost/` under a free name (copies it,
+/// through a temporary name, where the filesystem has no hard links) and makes the links
+/// durable before the new manifest makes the originals obsolete, so that no crash lets an open
+/// delete one unseen. The originals are removed once the manifest is in place. A file that
+/// can be neither linked nor copied (unreadable, say) is returned, to be moved there by rename
+/// after the manifest switch, as the last resort. Every name made is in `report.moved_to_lost`
+/// (and removed again by a repair that stops before the switch).
 fn keep_damaged(
     fs: &dyn crate::env::Fs,
     dir: &Path,
     damaged: &mut Vec<PathBuf>,
     report: &mut RepairReport,
-) -> Result<()> {
+) -> Result<Vec<(PathBuf, PathBuf)>> {
     // A file is named once however many of its reads failed.
     damaged.sort();
     damaged.dedup();
+    let mut to_move = Vec::new();
     if damaged.is_empty() {
-        return Ok(());
+        return Ok(to_move);
     }
     let lost = dir.join("lost");
     fs.create_dir_all(&lost)?;
     for path in damaged.iter() {
-        let Some(name) = path.file_name() else {
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
         };
         // An earlier repair may have kept a file of the same name.
-        let mut dest = lost.join(name);
         let mut copy = 0u32;
-        while fs.exists(&dest) {
+        let dest = loop {
+            let dest = match copy {
+                0 => lost.join(&name),
+                n => lost.join(format!("{name}.{n}")),
+            };
             copy += 1;
-            dest = lost.join(format!("{}.{copy}", name.to_string_lossy()));
-        }
-        if let Err(e) = fs.link(path, &dest) {
-            if e.is_out_of_handles() {
-                return Err(e);
+            if fs.exists(&dest) {
+                continue;
             }
-            // A filesystem without hard links gets a copy, synced like the link would be.
-            let data = crate::env::read_all(fs, path)?;
-            let mut copy = fs.create(&dest)?;
-            copy.append(&data)?;
-            copy.sync()?;
-            copy.close()?;
+            match fs.link(path, &dest) {
+                Ok(()) => break Some(dest),
+                Err(e) if e.is_out_of_handles() => return Err(e),
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    continue
+                }
+                // No hard links here: a copy, or the rename after the switch.
+                Err(_) => break copy_file(fs, path, &dest)?.then_some(dest),
+            }
+        };
+        match dest {
+            Some(dest) => report.moved_to_lost.push(dest),
+            None => to_move.push((path.clone(), lost.join(&name))),
         }
-        report.moved_to_lost.push(dest);
     }
     fs.sync_dir(&lost)?;
-    fs.sync_dir(dir)
+    fs.sync_dir(dir)?;
+    Ok(to_move)
+}
+
+/// Copies `from` to `to` through a temporary name beside `to`, synced before it takes its
+/// name: `Ok(false)` (nothing left behind) if `from` cannot be read whole.
+fn copy_file(fs: &dyn crate::env::Fs, from: &Path, to: &Path) -> Result<bool> {
+    let mut temp = to.as_os_str().to_owned();
+    temp.push(".copying");
+    let temp = PathBuf::from(temp);
+    let mut reader = match fs.open_sequential(from) {
+        Ok(reader) => reader,
+        Err(e) if e.is_out_of_handles() => return Err(e),
+        Err(_) => return Ok(false),
+    };
+    let mut out = fs.create(&temp)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let copied = loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break Ok(true),
+            Ok(n) => {
+                if let Err(e) = out.append(&buf[..n]) {
+                    break Err(e);
+                }
+            }
+            Err(e) if e.is_out_of_handles() => break Err(e),
+            Err(_) => break Ok(false),
+        }
+    };
+    let finished = copied.and_then(|whole| {
+        if whole {
+            out.sync()?;
+            out.close()?;
+        }
+        Ok(whole)
+    });
+    match finished {
+        Ok(true) => match fs.rename(&temp, to) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let _ = fs.remove(&temp);
+                Err(e)
+            }
+        },
+        other => {
+            drop(out);
+            let _ = fs.remove(&temp);
+            other
+        }
+    }
 }
 
 /// The highest file number any of the `manifests` names or has promised (its next file
-/// number less one), read leniently: what cannot be read names nothing.
-fn numbers_named_by(fs: &dyn crate::env::Fs, dir: &Path, manifests: &[u64]) -> u64 {
+/// number less one). Read leniently, as far as records decode: a damaged manifest names what
+/// it names up to its damage, and a number past [`MAX_FILE_NUMBER`] (which no file name can
+/// carry, and open refuses) is ignored with a warning. An I/O error reading one stops the
+/// repair: numbers it could not read might be taken by the new tables.
+fn numbers_named_by(fs: &dyn crate::env::Fs, dir: &Path, manifests: &[u64]) -> Result<u64> {
     let mut highest = 0;
     for &n in manifests {
         let path = crate::filename::manifest_file_name(dir, n);
-        let Ok(file) = fs.open_sequential(&path) else {
-            continue;
+        let file = match fs.open_sequential(&path) {
+            Ok(file) => file,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
         };
-        let mut reader = LogReader::new(file, path, LogKind::Manifest, Some(n));
-        while let Ok(Some(record)) = reader.read_record() {
+        let mut reader = LogReader::new(file, path.clone(), LogKind::Manifest, Some(n));
+        loop {
+            let record = match reader.read_record() {
+                Ok(Some(record)) => record,
+                Ok(None) | Err(Error::Corruption { .. }) => break,
+                Err(e) => return Err(e),
+            };
             let Ok(edit) = VersionEdit::decode(&record) else {
                 break;
             };
@@ -405,10 +500,20 @@ fn numbers_named_by(fs: &dyn crate::env::Fs, dir: &Path, manifests: &[u64]) -> u
                 .chain(edit.blob_files.iter().map(|&(number, _)| number))
                 .chain(edit.log_number)
                 .chain(edit.next_file_number.map(|n| n.saturating_sub(1)));
-            highest = named.fold(highest, u64::max);
+            for number in named {
+                if number > MAX_FILE_NUMBER {
+                    tracing::warn!(
+                        file = %path.display(),
+                        number,
+                        "repair ignores a file number past the largest a file name can carry"
+                    );
+                } else {
+                    highest = highest.max(number);
+                }
+            }
         }
     }
-    highest
+    Ok(highest)
 }
 
 /// Refuses a directory with nothing of a shale database in it: repair would take its numbered
@@ -510,8 +615,7 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
         let (_, b) = match builder.as_mut() {
             Some(b) => b,
             None => {
-                let number = *next_number;
-                *next_number += 1;
+                let number = take_number(next_number)?;
                 let path = table_file_name(out, number);
                 let file = fs.create(&path)?;
                 builder.insert((number, TableBuilder::new(table_options.clone(), file, path)))
@@ -537,6 +641,20 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
         edit.add_blob_bytes(number, bytes);
     }
     Ok(())
+}
+
+/// Takes the next file number for a table repair writes, refusing to go past the largest a file
+/// name can carry (the repair then stops before it changes anything).
+fn take_number(next_number: &mut u64) -> Result<u64> {
+    let number = *next_number;
+    if number >= MAX_FILE_NUMBER {
+        return Err(Error::InvalidArgument(format!(
+            "repair would number a new file past {MAX_FILE_NUMBER}, the largest a file name can \
+             carry (nothing was changed)"
+        )));
+    }
+    *next_number += 1;
+    Ok(number)
 }
 
 /// Descriptors left for what repair opens besides the tables it reads (the blob files whose
@@ -802,8 +920,7 @@ fn write_run(
             let (_, b) = match builder.as_mut() {
                 Some(b) => b,
                 None => {
-                    let number = *sink.next_number;
-                    *sink.next_number += 1;
+                    let number = take_number(sink.next_number)?;
                     sink.report.intermediate_tables += 1;
                     let path = table_file_name(sink.out, number);
                     let file = sink.options.fs.create(&path)?;
@@ -1177,7 +1294,14 @@ impl<I: InternalIterator> SalvagedTable<I> {
         self.logged = true;
         let mut log = self.log.lock();
         log.last_sequence = log.last_sequence.max(self.last_sequence);
-        let damage = self.inner.status().err();
+        let damage = match self.inner.status().err() {
+            // Out of descriptors or memory while reading a block says nothing about the table.
+            Some(e) if e.is_out_of_handles() => {
+                log.fatal.get_or_insert(e);
+                return;
+            }
+            other => other,
+        };
         if self.strict {
             // What this repair wrote did not read back: nothing is lost yet (the tables it
             // came from are still there), so the repair stops.
@@ -1202,14 +1326,6 @@ impl<I: InternalIterator> SalvagedTable<I> {
             ));
             return;
         }
-        let damage = match damage {
-            // Out of descriptors or memory while reading a block says nothing about the table.
-            Some(e) if e.is_out_of_handles() => {
-                log.fatal.get_or_insert(e);
-                return;
-            }
-            other => other,
-        };
         if self.malformed > 0 {
             log.problems.push(format!(
                 "{}: {} entries with malformed internal keys skipped",
