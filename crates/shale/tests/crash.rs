@@ -351,6 +351,31 @@ fn regression_a_crash_during_repair_loses_nothing() {
     }
 }
 
+/// Runs `repair` with a crash point captured before each of its calls (checking that
+/// `window` calls covered them all) and returns its report and the crash points.
+fn crash_points_of_repair(
+    fs: &FaultFs,
+    window: u64,
+    repair: impl FnOnce() -> shale::RepairReport,
+) -> (shale::RepairReport, Vec<shale::env::CrashSnapshot>) {
+    let first = fs.calls() + 1;
+    fs.capture_at(first..first + window);
+    let report = repair();
+    assert!(
+        fs.calls() < first + window,
+        "every call of the repair is a crash point"
+    );
+    (report, fs.take_captures())
+}
+
+/// What a crash point is called in failure messages.
+fn crash_point(snapshot: &shale::env::CrashSnapshot, mode: CrashMode) -> String {
+    format!(
+        "repair crashed before call {} ({mode:?})",
+        snapshot.call_count() + 1
+    )
+}
+
 /// A crash at any point of a repair that merges in passes (more overlapping tables than
 /// `max_open_files` lets it hold open) leaves a directory that opens with every key (or is
 /// refused, never opened short of one), and that a second repair salvages whole, with nothing
@@ -388,23 +413,14 @@ fn a_crash_during_a_repair_in_passes_leaves_nothing_a_second_repair_calls_lost()
         }
     }
     let n = n + 20;
-    let first = fs.calls() + 1;
-    let last = first + 500;
-    fs.capture_at(first..last);
-    let report = Db::repair("/db", &options(Arc::new(fs.clone()))).expect("repair");
+    let (report, captures) = crash_points_of_repair(&fs, 500, || {
+        Db::repair("/db", &options(Arc::new(fs.clone()))).expect("repair")
+    });
     assert!(report.intermediate_tables > 0, "{report:?}");
-    assert!(
-        fs.calls() < last,
-        "every call of the repair is a crash point"
-    );
-    let captures = fs.take_captures();
     assert!(captures.len() > 200, "{} calls captured", captures.len());
     for snapshot in &captures {
         for mode in [CrashMode::ProcessCrash, CrashMode::PowerLoss] {
-            let what = format!(
-                "repair crashed before call {} ({mode:?})",
-                snapshot.call_count() + 1
-            );
+            let what = crash_point(snapshot, mode);
             let image = snapshot.image(mode, 0);
             // Opened on an image of its own: an open changes what it opens.
             if let Ok(db) = Db::open("/db", options(Arc::new(snapshot.image(mode, 0)))) {
@@ -501,23 +517,14 @@ fn a_crash_during_a_repair_never_loses_a_damaged_file() {
     }
     fs.sync_dir(dir).expect("sync dir");
 
-    let first = fs.calls() + 1;
-    let last_call = first + 400;
-    fs.capture_at(first..last_call);
-    let report = Db::repair(dir, &options(Arc::new(fs.clone()))).expect("repair");
+    let (report, captures) = crash_points_of_repair(&fs, 400, || {
+        Db::repair(dir, &options(Arc::new(fs.clone()))).expect("repair")
+    });
     assert_eq!(report.moved_to_lost.len(), 2, "{report:?}");
-    assert!(
-        fs.calls() < last_call,
-        "every call of the repair is a crash point"
-    );
-    let captures = fs.take_captures();
     assert!(captures.len() > 30, "{} calls captured", captures.len());
     for snapshot in &captures {
         for mode in [CrashMode::ProcessCrash, CrashMode::PowerLoss] {
-            let what = format!(
-                "repair crashed before call {} ({mode:?})",
-                snapshot.call_count() + 1
-            );
+            let what = crash_point(snapshot, mode);
             let image = snapshot.image(mode, 0);
             assert!(
                 kept_somewhere(&image, dir, "000999.log", &foreign),

@@ -526,13 +526,7 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
     let n = 2000u32;
     {
         let db = Db::open(dir, options.clone()).expect("open");
-        for round in 0..rounds {
-            for i in (0..n).filter(|i| i % rounds == round) {
-                let (k, v) = kv(i);
-                db.put(&k, &v).expect("put");
-            }
-            db.flush().expect("flush");
-        }
+        write_interleaved_tables(&db, rounds, n);
     }
     let mut tables: Vec<_> = fs
         .list(dir)
@@ -607,6 +601,18 @@ fn repair_merges_tables_as_it_reads_them_and_keeps_what_precedes_damage() {
         db.range::<&[u8], _>(..).count() as u64,
         report.entries_recovered
     );
+}
+
+/// Writes keys `0..n` with [`kv`]'s values in `rounds` level-0 tables that interleave: table
+/// `r` holds the keys with `i % rounds == r`, so every table spans the whole key range.
+fn write_interleaved_tables(db: &Db, rounds: u32, n: u32) {
+    for round in 0..rounds {
+        for i in (0..n).filter(|i| i % rounds == round) {
+            let (k, v) = kv(i);
+            db.put(&k, &v).expect("put");
+        }
+        db.flush().expect("flush");
+    }
 }
 
 /// Options under which every flush stays a level-0 table of its own (no compaction runs), so
@@ -781,13 +787,7 @@ fn repair_out_of_descriptors_stops_and_changes_nothing() {
     {
         let db = Db::open(dir, options.clone()).expect("open");
         // Five tables across the whole range: five runs to hold open at once.
-        for round in 0..5u32 {
-            for i in (0..500u32).filter(|i| i % 5 == round) {
-                let (k, v) = kv(i);
-                db.put(&k, &v).expect("put");
-            }
-            db.flush().expect("flush");
-        }
+        write_interleaved_tables(&db, 5, 500);
     }
     let before: Vec<(String, Vec<u8>)> = fs
         .list(dir)
@@ -859,13 +859,7 @@ fn repair_numbers_new_tables_past_those_the_old_manifest_names() {
     let options = level0_only(Arc::new(fs.clone()));
     {
         let db = Db::open(dir, options.clone()).expect("open");
-        for round in 0..3u32 {
-            for i in (0..300u32).filter(|i| i % 3 == round) {
-                let (k, v) = kv(i);
-                db.put(&k, &v).expect("put");
-            }
-            db.flush().expect("flush");
-        }
+        write_interleaved_tables(&db, 3, 300);
     }
     let number = |name: &str| -> u64 {
         name.split('.')
