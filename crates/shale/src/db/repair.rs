@@ -290,6 +290,10 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
             fs.sync_dir(dir)
         })
         .and_then(|()| super::open::sync_blob_files(options, dir, &edit))
+        // The manifest takes two more numbers (its log's and its own), and so must stay under
+        // the largest a file name carries, or open would refuse what repair wrote.
+        .and_then(|()| take_number(&mut next_number.clone()).map(drop))
+        .and_then(|()| take_number(&mut (next_number + 1)).map(drop))
         .and_then(|()| keep_damaged(fs.as_ref(), dir, &mut damaged, &mut report));
     let to_move = match built {
         Ok(to_move) => to_move,
@@ -328,30 +332,47 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         let path = crate::filename::manifest_file_name(dir, n);
         tidy("remove an old manifest", &path, fs.remove(&path));
     }
+    // The last resort for a file that could be neither linked nor copied. One that cannot be
+    // moved either stays where it is, reported: the next open would delete it as obsolete.
+    let mut stranded = Vec::new();
     for (path, dest) in &to_move {
-        // The last resort for a file that could be neither linked nor copied.
+        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned());
         let mut dest = dest.clone();
         let mut copy = 0u32;
         while fs.exists(&dest) {
             copy += 1;
-            dest = PathBuf::from(format!("{}.{copy}", dest.display()));
+            dest.set_file_name(format!("{}.{copy}", name.as_deref().unwrap_or("file")));
         }
         match fs.rename(path, &dest) {
             Ok(()) => report.moved_to_lost.push(dest),
-            Err(e) => tidy("move a damaged file into lost/", path, Err(e)),
+            Err(e) => {
+                report.problems.push(format!(
+                    "{}: could not be kept in lost/ ({e}); it is still in the database \
+                     directory, where the next open deletes it: copy it away first",
+                    path.display()
+                ));
+                stranded.push(path.clone());
+            }
         }
     }
-    for path in damaged
-        .iter()
-        .filter(|p| !to_move.iter().any(|(m, _)| m == *p))
-    {
+    let kept_elsewhere = |p: &PathBuf| !to_move.iter().any(|(m, _)| m == p);
+    for path in damaged.iter().filter(|p| kept_elsewhere(p)) {
         tidy("remove a damaged file kept in lost/", path, fs.remove(path));
     }
-    for &n in &wals {
-        let _ = fs.remove(&wal_file_name(dir, n));
+    let stays = |p: &Path| stranded.iter().any(|s| s == p);
+    for path in wals
+        .iter()
+        .map(|&n| wal_file_name(dir, n))
+        .filter(|p| !stays(p))
+    {
+        let _ = fs.remove(&path);
     }
-    for &n in &tables {
-        let _ = fs.remove(&table_file_name(dir, n));
+    for path in tables
+        .iter()
+        .map(|&n| table_file_name(dir, n))
+        .filter(|p| !stays(p))
+    {
+        let _ = fs.remove(&path);
     }
     tidy(
         "remove its scratch directory",
@@ -384,6 +405,12 @@ fn keep_damaged(
     }
     let lost = dir.join("lost");
     fs.create_dir_all(&lost)?;
+    // What a copy a crash cut short left behind is never a kept file.
+    for name in fs.list(&lost)? {
+        if name.ends_with(".copying") {
+            fs.remove(&lost.join(name))?;
+        }
+    }
     for path in damaged.iter() {
         let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
@@ -473,7 +500,8 @@ fn copy_file(fs: &dyn crate::env::Fs, from: &Path, to: &Path) -> Result<bool> {
 /// number less one). Read leniently, as far as records decode: a damaged manifest names what
 /// it names up to its damage, and a number past [`MAX_FILE_NUMBER`] (which no file name can
 /// carry, and open refuses) is ignored with a warning. An I/O error reading one stops the
-/// repair: numbers it could not read might be taken by the new tables.
+/// repair (numbers it could not read might be taken by the new tables); damage or a newer
+/// format ends what it names.
 fn numbers_named_by(fs: &dyn crate::env::Fs, dir: &Path, manifests: &[u64]) -> Result<u64> {
     let mut highest = 0;
     for &n in manifests {
@@ -487,8 +515,17 @@ fn numbers_named_by(fs: &dyn crate::env::Fs, dir: &Path, manifests: &[u64]) -> R
         loop {
             let record = match reader.read_record() {
                 Ok(Some(record)) => record,
-                Ok(None) | Err(Error::Corruption { .. }) => break,
-                Err(e) => return Err(e),
+                Err(Error::Io { path, source, .. }) => {
+                    return Err(Error::Io {
+                        op: "read a manifest for the file numbers it names (nothing was \
+                             changed; move the manifest aside to repair without it)",
+                        path,
+                        source,
+                    })
+                }
+                // The end, damage or a format this version does not read: what came before
+                // is what it names.
+                Ok(None) | Err(_) => break,
             };
             let Ok(edit) = VersionEdit::decode(&record) else {
                 break;
