@@ -292,8 +292,7 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
         .and_then(|()| super::open::sync_blob_files(options, dir, &edit))
         // The manifest takes two more numbers (its log's and its own), and so must stay under
         // the largest a file name carries, or open would refuse what repair wrote.
-        .and_then(|()| take_number(&mut next_number.clone()).map(drop))
-        .and_then(|()| take_number(&mut (next_number + 1)).map(drop))
+        .and_then(|()| numbers_left(next_number, 2))
         .and_then(|()| keep_damaged(fs.as_ref(), dir, &mut damaged, &mut report));
     let to_move = match built {
         Ok(to_move) => to_move,
@@ -683,15 +682,21 @@ fn write_tables(sink: TableSink<'_>, merged: &mut MergingIterator) -> Result<()>
 /// Takes the next file number for a table repair writes, refusing to go past the largest a file
 /// name can carry (the repair then stops before it changes anything).
 fn take_number(next_number: &mut u64) -> Result<u64> {
+    numbers_left(*next_number, 1)?;
     let number = *next_number;
-    if number >= MAX_FILE_NUMBER {
+    *next_number += 1;
+    Ok(number)
+}
+
+/// Fails unless `count` file numbers from `next_number` on stay below [`MAX_FILE_NUMBER`].
+fn numbers_left(next_number: u64, count: u64) -> Result<()> {
+    if next_number.saturating_add(count) > MAX_FILE_NUMBER {
         return Err(Error::InvalidArgument(format!(
             "repair would number a new file past {MAX_FILE_NUMBER}, the largest a file name can \
              carry (nothing was changed)"
         )));
     }
-    *next_number += 1;
-    Ok(number)
+    Ok(())
 }
 
 /// Descriptors left for what repair opens besides the tables it reads (the blob files whose
@@ -724,11 +729,22 @@ pub(crate) fn remove_scratch(fs: &dyn crate::env::Fs, scratch: &Path) -> Result<
 fn key_range(table: &Arc<TableReader>, icmp: &InternalKeyComparator) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut it = table.iter(SALVAGE_READ);
     it.seek_to_first();
-    let first =
-        (it.valid() && parse_internal_key(it.key()).is_some()).then(|| it.key().to_vec())?;
+    let first = it.valid().then(|| it.key().to_vec())?;
     it.seek_to_last();
-    let last = (it.valid() && parse_internal_key(it.key()).is_some()).then(|| it.key().to_vec())?;
-    (icmp.compare(&first, &last) != std::cmp::Ordering::Greater).then_some((first, last))
+    let last = it.valid().then(|| it.key().to_vec())?;
+    checked_range(first, last, icmp)
+}
+
+/// `first` and `last` as a table's key range, if both parse as internal keys and are in order.
+fn checked_range(
+    first: Vec<u8>,
+    last: Vec<u8>,
+    icmp: &InternalKeyComparator,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let sane = parse_internal_key(&first).is_some()
+        && parse_internal_key(&last).is_some()
+        && icmp.compare(&first, &last) != std::cmp::Ordering::Greater;
+    sane.then_some((first, last))
 }
 
 /// How repair reads tables: checked, kept out of the block cache, released behind the reader.
@@ -837,14 +853,10 @@ impl TableSpan {
         props: &crate::sstable::TableProperties,
         icmp: &InternalKeyComparator,
     ) -> TableSpan {
-        let (smallest, largest) = (&props.smallest_key, &props.largest_key);
-        let sane = parse_internal_key(smallest).is_some()
-            && parse_internal_key(largest).is_some()
-            && icmp.compare(smallest, largest) != std::cmp::Ordering::Greater;
         TableSpan {
             number,
             path,
-            range: sane.then(|| (smallest.clone(), largest.clone())),
+            range: checked_range(props.smallest_key.clone(), props.largest_key.clone(), icmp),
             file_size: props.file_size,
             intermediate: true,
         }
@@ -1204,6 +1216,16 @@ enum Stop {
     OutsideRange,
 }
 
+impl Stop {
+    /// What ended the table, for the repair's report.
+    fn what(self) -> &'static str {
+        match self {
+            Stop::OutOfOrder => "keys out of order",
+            Stop::OutsideRange => "a key outside the range found when it was scanned",
+        }
+    }
+}
+
 /// One table's readable entries, read from its file as the merge asks for them.
 ///
 /// Entries whose internal key does not parse are skipped. The first damaged block ends the
@@ -1344,12 +1366,7 @@ impl<I: InternalIterator> SalvagedTable<I> {
             // came from are still there), so the repair stops.
             let what = match (&damage, self.stop, self.malformed) {
                 (Some(e), _, _) => format!("damaged after {} entries: {e}", self.entries),
-                (None, Some(Stop::OutOfOrder), _) => {
-                    format!("out of order after {} entries", self.entries)
-                }
-                (None, Some(Stop::OutsideRange), _) => {
-                    format!("a key outside its range after {} entries", self.entries)
-                }
+                (None, Some(stop), _) => format!("{} after {} entries", stop.what(), self.entries),
                 (None, None, n) if n > 0 => format!("{n} malformed keys"),
                 _ => return,
             };
@@ -1378,13 +1395,10 @@ impl<I: InternalIterator> SalvagedTable<I> {
             ));
             log.damaged.push(self.path.clone());
         } else if let Some(stop) = self.stop {
-            let what = match stop {
-                Stop::OutOfOrder => "keys out of order",
-                Stop::OutsideRange => "a key outside the range found when it was scanned",
-            };
             log.problems.push(format!(
-                "{}: {what} after {} entries, the rest lost",
+                "{}: {} after {} entries, the rest lost",
                 self.path.display(),
+                stop.what(),
                 self.entries
             ));
             log.damaged.push(self.path.clone());
