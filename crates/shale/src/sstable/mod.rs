@@ -34,7 +34,7 @@ mod reader;
 
 pub use builder::TableBuilder;
 pub use properties::TableProperties;
-pub use reader::{TableIterator, TableReader};
+pub use reader::{FilterUse, TableIterator, TableReader};
 
 use crate::key::InternalKeyComparator;
 use crate::options::Compression;

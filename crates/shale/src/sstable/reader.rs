@@ -200,6 +200,21 @@ thread_local! {
         const { std::cell::Cell::new((Vec::new(), Vec::new())) };
 }
 
+/// When a point lookup checks a table's bloom filter ([`TableReader::get_filtered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterUse {
+    /// Before the index search: a key the filter rejects costs one cache line.
+    First,
+    /// After the index search, its line loaded during it: for a table that most likely holds
+    /// the key, the filter's cache miss then costs nothing when it passes; when it does not,
+    /// the index search was wasted.
+    Last,
+    /// Not at all: for a table that almost surely holds the key, the filter's line, hash and
+    /// probes are all wasted work (RocksDB's `optimize_filters_for_hits` makes the same trade
+    /// for its last level, for good).
+    Skip,
+}
+
 /// An open table file.
 pub struct TableReader {
     opts: TableOptions,
@@ -529,29 +544,33 @@ impl TableReader {
         ikey: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
     ) -> Result<()> {
-        self.get_filtered(flags, ikey, visit, false).map(|_| ())
+        self.get_filtered(flags, ikey, visit, FilterUse::First)
+            .map(|_| ())
     }
 
     /// [`TableReader::get`], returning whether the bloom filter let the key through (true
-    /// when the table has none). With `filter_last`, for a table that most likely holds the
-    /// key, the filter's line is loaded while the index is searched instead of before, so its
-    /// cache miss costs nothing when the filter passes; when it does not, the index search was
-    /// wasted.
+    /// when the table has none, or `filter` skips it). See [`FilterUse`] for when the filter is
+    /// checked.
     #[allow(clippy::type_complexity)] // the visitor's type, as `get` spells it
     pub fn get_filtered(
         &self,
         flags: ReadFlags,
         ikey: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
-        filter_last: bool,
+        filter: FilterUse,
     ) -> Result<bool> {
+        let table_filter = match filter {
+            FilterUse::Skip => None,
+            FilterUse::First | FilterUse::Last => self.filter.as_ref(),
+        };
         let hash = filter_hash(user_key(ikey));
         let passes = |filter: &BloomFilter| filter.may_contain_hash(hash);
+        let filter_last = filter == FilterUse::Last;
         if filter_last {
-            if let Some(filter) = &self.filter {
+            if let Some(filter) = table_filter {
                 filter.prefetch(hash);
             }
-        } else if !self.filter.as_ref().is_none_or(passes) {
+        } else if !table_filter.is_none_or(passes) {
             return Ok(false);
         }
         // The index cursor borrows the pinned index block, so a lookup does not write its
@@ -559,7 +578,7 @@ impl TableReader {
         let (index_key, mut data_key) = GET_KEY_BUFFERS.take();
         let mut index = BlockIter::with_key_buffer(&*self.index, self.opts.icmp.clone(), index_key);
         index.seek(ikey);
-        let result = if filter_last && !self.filter.as_ref().is_none_or(passes) {
+        let result = if filter_last && !table_filter.is_none_or(passes) {
             Ok(false)
         } else {
             self.get_from(flags, ikey, visit, &mut index, &mut data_key)

@@ -151,12 +151,12 @@ fn scan_backward(it: &mut TableIterator) -> Result<Entries> {
 }
 
 /// Entries `get` visits for the lookup key, stopping after the user key changes. Checks that
-/// the lookup with the filter checked after the index search visits the same entries, and that
-/// both report whether the filter let the key through.
+/// the lookup with the filter checked after the index search, or not at all, visits the same
+/// entries, and that each reports whether the filter let the key through.
 fn get_versions(t: &TableReader, flags: ReadFlags, ikey: &[u8]) -> Result<Entries> {
     let target = user_key(ikey).to_vec();
     let mut results = Vec::new();
-    for filter_last in [false, true] {
+    for filter in [FilterUse::First, FilterUse::Last, FilterUse::Skip] {
         let mut out = Vec::new();
         let passed = t.get_filtered(
             flags,
@@ -168,14 +168,22 @@ fn get_versions(t: &TableReader, flags: ReadFlags, ikey: &[u8]) -> Result<Entrie
                 out.push((k.to_vec(), v.to_vec()));
                 Ok(true)
             },
-            filter_last,
+            filter,
         )?;
-        assert_eq!(passed, t.may_contain(&target), "filter_last {filter_last}");
+        if filter == FilterUse::Skip {
+            assert!(passed, "a skipped filter rejected the key");
+        } else {
+            assert_eq!(passed, t.may_contain(&target), "{filter:?}");
+        }
         results.push(out);
     }
     assert_eq!(
         results[0], results[1],
         "where the filter is checked changes no answer"
+    );
+    assert_eq!(
+        results[0], results[2],
+        "a lookup without the filter finds what is there, nothing more"
     );
     let mut plain = Vec::new();
     t.get(flags, ikey, &mut |k, v| {
