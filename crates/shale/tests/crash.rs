@@ -530,13 +530,16 @@ fn a_crash_during_a_repair_never_loses_a_damaged_file() {
                 kept_somewhere(&image, dir, "000999.log", &foreign),
                 "{what}: the foreign log"
             );
-            // An open deletes the tables the manifest in force does not name. (It would also
-            // take the foreign log for a WAL torn at its first byte, as it does without any
-            // repair, so that one is checked before.)
+            // An open deletes the tables the manifest in force does not name, and the WALs it
+            // does not need; a foreign log among them it moves into lost/.
             drop(Db::open(dir, options(Arc::new(image.clone()))));
             assert!(
                 kept_somewhere(&image, dir, &damaged, &table),
                 "{what}: the damaged table"
+            );
+            assert!(
+                kept_somewhere(&image, dir, "000999.log", &foreign),
+                "{what}: the foreign log, after an open"
             );
             let image = snapshot.image(mode, 0);
             Db::repair(dir, &options(Arc::new(image.clone())))

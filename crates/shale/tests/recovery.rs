@@ -353,6 +353,74 @@ fn repair_sets_aside_a_log_without_a_shale_header_and_reports_it() {
     check_all(&db, 500);
 }
 
+/// `open` reads a numbered `.log` that does not start like a shale log as a WAL torn at its
+/// first byte, like a torn header (the two can look alike), and keeps the data before it; but
+/// it moves such a file into `lost/`, byte for byte, rather than delete it with the obsolete
+/// WALs; so is one numbered below the WALs in use, which open would delete unread. A second
+/// one of the same name is kept beside the first. A log that starts with zeros (a header a
+/// crash cut off) is deleted as before, and a read-only open moves nothing.
+#[test]
+fn open_keeps_a_log_without_a_shale_header_in_lost() {
+    use shale::env::Fs;
+    let fs = MemFs::new();
+    let dir = Path::new("/db");
+    {
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        put_all(&db, 500);
+    }
+    let write = |name: &str, bytes: &[u8]| {
+        let mut file = fs.create(&dir.join(name)).expect("create");
+        file.append(bytes).expect("append");
+        file.close().expect("close");
+    };
+    let foreign = b"GET / HTTP/1.1 200 a web server's log line\n".to_vec();
+    write("000900.log", &foreign);
+    {
+        let db = Db::open_read_only(dir, small_options(&fs)).expect("read-only open");
+        check_all(&db, 500);
+    }
+    assert_eq!(fs.contents(&dir.join("000900.log")), Some(foreign.clone()));
+    let kept = dir.join("lost").join("000900.log");
+    for (round, kept) in [kept.clone(), dir.join("lost").join("000900.log.1")]
+        .iter()
+        .enumerate()
+    {
+        let bytes = [&foreign[..], &[b'0' + round as u8]].concat();
+        write("000900.log", &bytes);
+        let db = Db::open(dir, small_options(&fs)).expect("open");
+        if round == 0 {
+            check_all(&db, 500);
+        } else {
+            check_all_but_one_extra(&db);
+        }
+        db.put(b"after", b"open").expect("put");
+        drop(db);
+        assert!(!fs.exists(&dir.join("000900.log")), "round {round}");
+        assert_eq!(fs.contents(kept), Some(bytes), "round {round}");
+    }
+    // A header cut off by a crash: nothing to keep. And a foreign file numbered below the
+    // WALs in use, which open deletes unread as an obsolete WAL unless it is set aside.
+    write("000950.log", &[0u8; 40]);
+    write("000002.log", &foreign);
+    let db = Db::open(dir, small_options(&fs)).expect("open");
+    check_all_but_one_extra(&db);
+    assert!(!fs.exists(&dir.join("000950.log")));
+    assert!(!fs.exists(&dir.join("000002.log")));
+    let lost = fs.list(&dir.join("lost")).expect("list lost");
+    assert_eq!(lost, vec!["000002.log", "000900.log", "000900.log.1"]);
+    assert_eq!(fs.contents(&dir.join("lost/000002.log")), Some(foreign));
+}
+
+/// [`check_all`] for 500 keys plus the `after` key the test above writes.
+fn check_all_but_one_extra(db: &Db) {
+    for i in 0..500 {
+        let (k, v) = kv(i);
+        assert_eq!(db.get(&k).expect("get"), Some(v), "key {i}");
+    }
+    assert_eq!(db.get(b"after").expect("get"), Some(b"open".to_vec()));
+    assert_eq!(db.range::<&[u8], _>(..).count(), 501);
+}
+
 /// A compaction held its input version while deleting obsolete files, so its own inputs
 /// survived on disk until some later job ran.
 #[test]

@@ -130,12 +130,15 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
     // never handed out again.
     let names = fs.list(dir)?;
     let mut wals: Vec<u64> = Vec::new();
+    let mut obsolete_wals: Vec<u64> = Vec::new();
     for name in &names {
         match parse_file_name(name) {
             Some(FileType::Wal(n)) => {
                 versions.mark_file_number_used(n);
                 if n >= recovered.log_number {
                     wals.push(n);
+                } else {
+                    obsolete_wals.push(n);
                 }
             }
             Some(FileType::Table(n) | FileType::Manifest(n) | FileType::Blob(n)) => {
@@ -153,6 +156,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         }
     }
     wals.sort_unstable();
+    // Deleted unread once the database is open, like the WALs replay drops.
+    set_aside_foreign_logs(fs.as_ref(), dir, &obsolete_wals)?;
     let mut edit = VersionEdit::default();
     let mut last_sequence = recovered.last_sequence;
     let mut mem = Arc::new(MemTable::new(icmp.clone()));
@@ -384,6 +389,59 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
     })
 }
 
+/// Moves each of the numbered `.log` files `wals` that does not start like a shale log (nor
+/// with zeros) into `lost/` (see [`move_into_lost`]), with a warning: `open` is about to delete
+/// them as obsolete or dropped WALs without replaying them, and such a file is another
+/// program's, or a WAL whose start is damaged (the two look alike, and a header a crash tore
+/// can too: keeping its few bytes costs nothing, deleting someone's file costs their data). A
+/// file that cannot be read to tell is taken as shale's.
+fn set_aside_foreign_logs(fs: &dyn Fs, dir: &Path, wals: &[u64]) -> Result<()> {
+    for &number in wals {
+        let path = wal_file_name(dir, number);
+        if !matches!(
+            crate::wal::sniff_header(fs, &path),
+            Ok(crate::wal::HeaderSniff::Foreign)
+        ) {
+            continue;
+        }
+        let kept = move_into_lost(fs, dir, &path)?;
+        tracing::warn!(
+            file = %path.display(),
+            kept = %kept.display(),
+            "a numbered .log without a shale log header (another program's file, or a WAL \
+             whose start is damaged) was moved into lost/, not deleted; nothing was read from it"
+        );
+    }
+    Ok(())
+}
+
+/// Moves `path` into `dir/lost/` under a free name (its own, or with `.1`, `.2`, ... after it,
+/// beside files an earlier open or repair kept there), and syncs both directories so the move
+/// is durable before the caller goes on. Returns the new path.
+fn move_into_lost(fs: &dyn Fs, dir: &Path, path: &Path) -> Result<std::path::PathBuf> {
+    let lost = dir.join("lost");
+    fs.create_dir_all(&lost)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut copy = 0u32;
+    let dest = loop {
+        let dest = match copy {
+            0 => lost.join(&name),
+            n => lost.join(format!("{name}.{n}")),
+        };
+        if !fs.exists(&dest) {
+            break dest;
+        }
+        copy += 1;
+    };
+    fs.rename(path, &dest)?;
+    fs.sync_dir(&lost)?;
+    fs.sync_dir(dir)?;
+    Ok(dest)
+}
+
 struct Replay<'a> {
     dir: &'a Path,
     options: &'a Options,
@@ -424,6 +482,11 @@ impl Replay<'_> {
                         dropped_wals = ?newer,
                         "dropped the WALs newer than a torn one: none of their writes was synced"
                     );
+                }
+                // The torn one and those dropped after it are deleted with the obsolete WALs,
+                // unless they are not shale's.
+                if !self.read_only {
+                    set_aside_foreign_logs(self.options.fs.as_ref(), self.dir, &wals[i..])?;
                 }
                 break;
             }
