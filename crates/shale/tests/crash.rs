@@ -555,3 +555,53 @@ fn a_crash_during_a_repair_never_loses_a_damaged_file() {
         }
     }
 }
+
+/// A crash at any point of an open that finds a numbered `.log` without a shale log header
+/// (here the newest, beside the live WAL) loses neither that file nor a synced key: it is in
+/// place or in `lost/`, byte for byte, in every crash image and after the next open of it. The
+/// open moves it only once its recovery edit is durable.
+#[test]
+fn a_crash_during_an_open_that_sets_a_foreign_log_aside_loses_nothing() {
+    use shale::env::Fs;
+    let dir = Path::new("/db");
+    let fs = FaultFs::in_memory();
+    let db = Db::open(dir, small(Arc::new(fs.clone()))).expect("open");
+    for i in 0..10u32 {
+        let sync = WriteOptions {
+            sync: true,
+            ..WriteOptions::default()
+        };
+        db.put_opt(format!("k{i:04}"), "v", &sync).expect("put");
+    }
+    std::mem::forget(db); // the process dies: no clean close
+    let image = fs.crash_image(CrashMode::ProcessCrash, 0);
+    let foreign = b"not a shale log, but someone's data".to_vec();
+    let mut file = image.create(&dir.join("000999.log")).expect("create");
+    file.append(&foreign).expect("append");
+    file.sync().expect("sync");
+    file.close().expect("close");
+    image.sync_dir(dir).expect("sync dir");
+    let recovering = FaultFs::new(Arc::new(image));
+    recovering.capture_at(1..400);
+    drop(Db::open(dir, small(Arc::new(recovering.clone()))).expect("first recovery"));
+    let captures = recovering.take_captures();
+    assert!(captures.len() > 20, "{} crash points", captures.len());
+    for snapshot in &captures {
+        for mode in [CrashMode::ProcessCrash, CrashMode::PowerLoss] {
+            let what = format!(
+                "the open crashed before call {} ({mode:?})",
+                snapshot.call_count() + 1
+            );
+            let image = snapshot.image(mode, 0);
+            assert!(
+                kept_somewhere(&image, dir, "000999.log", &foreign),
+                "{what}: the foreign log"
+            );
+            opens_with_every_key(image.clone(), 0..10, &what);
+            assert!(
+                kept_somewhere(&image, dir, "000999.log", &foreign),
+                "{what}: the foreign log, after the next open"
+            );
+        }
+    }
+}

@@ -156,8 +156,6 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         }
     }
     wals.sort_unstable();
-    // Deleted unread once the database is open, like the WALs replay drops.
-    set_aside_foreign_logs(fs.as_ref(), dir, &obsolete_wals)?;
     let mut edit = VersionEdit::default();
     let mut last_sequence = recovered.last_sequence;
     let mut mem = Arc::new(MemTable::new(icmp.clone()));
@@ -168,7 +166,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         blob_cache: &blob_cache,
         read_only: false,
     };
-    replay.replay_all(
+    let unread = replay.replay_all(
         &wals,
         &mut mem,
         &mut last_sequence,
@@ -194,6 +192,12 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         wal_number,
     )?;
     fs.sync_dir(dir)?;
+    // The WALs replay did not read whole and those below the manifest's log number are now
+    // obsolete, deleted just below; one that is not shale's is kept instead. Not before the
+    // edit is durable: until then the manifest in force may still need a torn WAL as the end
+    // of its writes, and an open that fails earlier changes nothing.
+    obsolete_wals.extend(unread);
+    set_aside_foreign_logs(fs.as_ref(), dir, &obsolete_wals)?;
 
     let chunk_pool = ChunkPool::new(
         options.write_buffer_size,
@@ -391,18 +395,18 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
 
 /// Moves each of the numbered `.log` files `wals` that does not start like a shale log (nor
 /// with zeros) into `lost/` (see [`move_into_lost`]), with a warning: `open` is about to delete
-/// them as obsolete or dropped WALs without replaying them, and such a file is another
-/// program's, or a WAL whose start is damaged (the two look alike, and a header a crash tore
-/// can too: keeping its few bytes costs nothing, deleting someone's file costs their data). A
-/// file that cannot be read to tell is taken as shale's.
+/// them as obsolete WALs without replaying them (or after replaying them only up to a tear at
+/// their first byte), and such a file is another program's, or a WAL whose start is damaged
+/// (the two look alike, and a header a crash tore can too: keeping its few bytes costs nothing,
+/// deleting someone's file costs their data). Out of descriptors, the open fails, to be
+/// retried; a file that cannot be read to tell for another reason is taken as shale's.
 fn set_aside_foreign_logs(fs: &dyn Fs, dir: &Path, wals: &[u64]) -> Result<()> {
     for &number in wals {
         let path = wal_file_name(dir, number);
-        if !matches!(
-            crate::wal::sniff_header(fs, &path),
-            Ok(crate::wal::HeaderSniff::Foreign)
-        ) {
-            continue;
+        match crate::wal::sniff_header(fs, &path) {
+            Ok(crate::wal::HeaderSniff::Foreign) => {}
+            Err(e) if e.is_out_of_handles() => return Err(e),
+            Ok(_) | Err(_) => continue,
         }
         let kept = move_into_lost(fs, dir, &path)?;
         tracing::warn!(
@@ -453,7 +457,8 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// Replays `wals` (ascending numbers) in order, up to the first torn tail.
+    /// Replays `wals` (ascending numbers) in order, up to the first torn tail. Returns the WALs
+    /// not read whole: the torn one and every newer one (none if all were read whole).
     ///
     /// A memtable switch seals a WAL without syncing it (`switch_memtable`), so after a power
     /// loss any WAL can end torn, not only the newest. Nothing newer than a tear was synced,
@@ -468,7 +473,7 @@ impl Replay<'_> {
         last_sequence: &mut u64,
         versions: &mut VersionSet,
         edit: &mut VersionEdit,
-    ) -> Result<()> {
+    ) -> Result<Vec<u64>> {
         for &number in wals {
             versions.mark_file_number_used(number);
         }
@@ -483,15 +488,10 @@ impl Replay<'_> {
                         "dropped the WALs newer than a torn one: none of their writes was synced"
                     );
                 }
-                // The torn one and those dropped after it are deleted with the obsolete WALs,
-                // unless they are not shale's.
-                if !self.read_only {
-                    set_aside_foreign_logs(self.options.fs.as_ref(), self.dir, &wals[i..])?;
-                }
-                break;
+                return Ok(wals[i..].to_vec());
             }
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// Refuses damage in a WAL that is known to have been synced whole: a newer WAL's sync

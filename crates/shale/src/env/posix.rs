@@ -574,7 +574,9 @@ fn write_all_at(file: &File, mut offset: u64, parts: &[&[u8]]) -> std::io::Resul
 /// covers a chunk of the file's address range; the file itself is extended, and its blocks
 /// allocated, one populate window at a time ahead of the appends; `close` trims it to the
 /// bytes written. On Linux an append of [`LOG_DIRECT_WRITE_BYTES`] or more goes to the file by
-/// `pwritev` instead and does not touch the map; it extends the file to its own end.
+/// `pwritev` instead and does not touch the map; it extends the file to its own end. So does
+/// every append right after a sync, whatever its size, but it first extends the file (blocks
+/// allocated) a populate window past its end, so the next sync commits no new size.
 ///
 /// Invariant: nothing reads or writes the map at or past `size` (there the file has no bytes,
 /// and a touch would fault with `SIGBUS`); copies into the map stay below `populated <= size`,
@@ -792,11 +794,11 @@ impl PosixMappedLog {
         }
         if allocate_ahead && end > self.size {
             let page = page_size();
+            // `grow` made the map cover `end`, so the window never stops short of it.
             let stop = (end + LOG_POPULATE_BYTES)
                 .div_ceil(page)
                 .saturating_mul(page)
-                .min(self.capacity)
-                .max(end);
+                .min(self.capacity);
             self.extend_allocated_to(self.size, stop)?;
         }
         write_all_at(self.file("write")?, self.len, parts)
@@ -1424,40 +1426,78 @@ mod tests {
         written
     }
 
-    /// Records appended right after a sync go by `pwritev` into a file extended ahead of them,
-    /// so the syncs after them do not change its size, and they interleave with records
-    /// copied through the map (appends without a sync between); everything reads back, and
-    /// `close` trims the file to its bytes.
+    /// Records appended right after a sync go by `pwritev` (the others through the map) into a
+    /// file extended ahead of them: its size changes a window at a time, not at every synced
+    /// record, past the first map chunk too and when a reused file is written over; everything
+    /// reads back, and `close` trims the file to its bytes.
     #[test]
-    fn synced_records_go_into_a_file_extended_ahead() {
+    fn synced_records_go_by_pwritev_into_a_file_extended_ahead() {
         let dir = tempfile::tempdir().expect("temp dir");
         let fs = PosixFs::new();
         let path = dir.path().join("000001.log");
-        let mut log = fs.create_log(&path).expect("create");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("create");
+        let mut log = PosixMappedLog::empty(&path, file, 0, &fs.retired);
+        log.grow(LOG_CHUNK_BYTES).expect("map");
+        // Records of a few KiB, so that few syncs (each a real one) take the file past the
+        // first map chunk.
+        let record = |i: usize| -> Vec<u8> { (0..3000).map(|j| (i * 7 + j) as u8).collect() };
+        // 5.4 MB; every fourth record is not synced, so the next one goes through the map.
         let mut written = Vec::new();
         let mut sizes = std::collections::BTreeSet::new();
-        for i in 0..3000usize {
-            let data: Vec<u8> = (0..135).map(|j| (i * 7 + j) as u8).collect();
+        let mut after_sync = false;
+        for i in 0..1_800usize {
+            let data = record(i);
             log.append(&data).expect("append");
             written.extend_from_slice(&data);
+            if cfg!(target_os = "linux") {
+                assert_eq!(log.direct, after_sync, "record {i}: by pwritev or the map");
+            }
             let size = file_size(&path);
             assert!(
                 size >= written.len() as u64,
                 "record {i} past the file's end"
             );
             sizes.insert(size);
-            // Every fourth record is not synced: the next one goes through the map.
-            if i % 4 != 3 {
+            after_sync = i % 4 != 3;
+            if after_sync {
                 log.sync().expect("sync");
             }
         }
         if cfg!(target_os = "linux") {
-            // 405,000 bytes: a window or two of growth, not a size per record.
-            assert!(sizes.len() <= 3, "the file took {} sizes", sizes.len());
+            // About two sizes per populate window (1 MiB): a record through the map right after
+            // one by `pwritev` extends the file only to its own page. Not one per synced record
+            // (1,350 of them).
+            assert!(
+                sizes.len() <= 16,
+                "the file took {} sizes: {sizes:?}",
+                sizes.len()
+            );
         }
         log.close().expect("close");
         assert_eq!(file_size(&path), written.len() as u64);
         assert!(std::fs::read(&path).expect("read") == written);
+
+        // Written over from byte 0 through the kept map: no size change while the old bytes
+        // cover the records, whose syncs then change nothing but data.
+        let reused = dir.path().join("000002.log");
+        let mut log = fs.reuse_log(&path, &reused).expect("reuse");
+        let old_size = file_size(&reused);
+        let mut written = Vec::new();
+        for i in 0..300usize {
+            let data = record(i + 1);
+            log.append(&data).expect("append");
+            log.sync().expect("sync");
+            written.extend_from_slice(&data);
+            assert_eq!(file_size(&reused), old_size, "record {i} of the reused log");
+        }
+        log.close().expect("close");
+        assert!(std::fs::read(&reused).expect("read") == written);
     }
 
     /// A mapped log's file grows a populate window at a time, not a map at a time, both when

@@ -202,6 +202,7 @@ thread_local! {
 
 /// When a point lookup checks a table's bloom filter ([`TableReader::get_filtered`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FilterUse {
     /// Before the index search: a key the filter rejects costs one cache line.
     First,
@@ -211,7 +212,8 @@ pub enum FilterUse {
     Last,
     /// Not at all: for a table that almost surely holds the key, the filter's line, hash and
     /// probes are all wasted work (RocksDB's `optimize_filters_for_hits` makes the same trade
-    /// for its last level, for good).
+    /// for its last level, for good, as an option). A key the table lacks then costs an index
+    /// search and a data block read.
     Skip,
 }
 
@@ -563,7 +565,8 @@ impl TableReader {
             FilterUse::Skip => None,
             FilterUse::First | FilterUse::Last => self.filter.as_ref(),
         };
-        let hash = filter_hash(user_key(ikey));
+        // Hashed only for a filter that is checked.
+        let hash = table_filter.map_or(0, |_| filter_hash(user_key(ikey)));
         let passes = |filter: &BloomFilter| filter.may_contain_hash(hash);
         let filter_last = filter == FilterUse::Last;
         if filter_last {
