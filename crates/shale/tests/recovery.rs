@@ -34,12 +34,20 @@ fn put_all(db: &Db, n: u32) {
 }
 
 fn check_all(db: &Db, n: u32) {
+    check_all_and(db, n, None);
+}
+
+/// [`check_all`], with one more key beside keys `0..n` when `extra` names it.
+fn check_all_and(db: &Db, n: u32, extra: Option<(&[u8], &[u8])>) {
     for i in 0..n {
         let (k, v) = kv(i);
         assert_eq!(db.get(&k).expect("get"), Some(v), "key {i}");
     }
+    if let Some((k, v)) = extra {
+        assert_eq!(db.get(k).expect("get").as_deref(), Some(v));
+    }
     let count = db.range::<&[u8], _>(..).count();
-    assert_eq!(count, n as usize);
+    assert_eq!(count, n as usize + usize::from(extra.is_some()));
 }
 
 #[test]
@@ -388,11 +396,11 @@ fn open_keeps_a_log_without_a_shale_header_in_lost() {
         let bytes = [&foreign[..], &[b'0' + round as u8]].concat();
         write("000900.log", &bytes);
         let db = Db::open(dir, small_options(&fs)).expect("open");
-        if round == 0 {
-            check_all(&db, 500);
-        } else {
-            check_all_but_one_extra(&db);
-        }
+        check_all_and(
+            &db,
+            500,
+            (round > 0).then_some((&b"after"[..], &b"open"[..])),
+        );
         db.put(b"after", b"open").expect("put");
         drop(db);
         assert!(!fs.exists(&dir.join("000900.log")), "round {round}");
@@ -403,22 +411,12 @@ fn open_keeps_a_log_without_a_shale_header_in_lost() {
     write("000950.log", &[0u8; 40]);
     write("000002.log", &foreign);
     let db = Db::open(dir, small_options(&fs)).expect("open");
-    check_all_but_one_extra(&db);
+    check_all_and(&db, 500, Some((b"after", b"open")));
     assert!(!fs.exists(&dir.join("000950.log")));
     assert!(!fs.exists(&dir.join("000002.log")));
     let lost = fs.list(&dir.join("lost")).expect("list lost");
     assert_eq!(lost, vec!["000002.log", "000900.log", "000900.log.1"]);
     assert_eq!(fs.contents(&dir.join("lost/000002.log")), Some(foreign));
-}
-
-/// [`check_all`] for 500 keys plus the `after` key the test above writes.
-fn check_all_but_one_extra(db: &Db) {
-    for i in 0..500 {
-        let (k, v) = kv(i);
-        assert_eq!(db.get(&k).expect("get"), Some(v), "key {i}");
-    }
-    assert_eq!(db.get(b"after").expect("get"), Some(b"open".to_vec()));
-    assert_eq!(db.range::<&[u8], _>(..).count(), 501);
 }
 
 /// A compaction held its input version while deleting obsolete files, so its own inputs
