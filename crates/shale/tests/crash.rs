@@ -562,7 +562,7 @@ fn a_crash_during_a_repair_never_loses_a_damaged_file() {
 /// open moves it only once its recovery edit is durable.
 #[test]
 fn a_crash_during_an_open_that_sets_a_foreign_log_aside_loses_nothing() {
-    use shale::env::Fs;
+    use shale::env::{FaultError, FaultSpec, Fs, OpKind};
     let dir = Path::new("/db");
     let fs = FaultFs::in_memory();
     let db = Db::open(dir, small(Arc::new(fs.clone()))).expect("open");
@@ -581,11 +581,32 @@ fn a_crash_during_an_open_that_sets_a_foreign_log_aside_loses_nothing() {
     file.sync().expect("sync");
     file.close().expect("close");
     image.sync_dir(dir).expect("sync dir");
+    // An open that fails before its recovery edit is durable (every sync fails) moves nothing.
+    let failing = FaultFs::new(Arc::new(image.clone()));
+    failing.inject(FaultSpec {
+        kind: Some(OpKind::Sync),
+        nth: 1,
+        persistent: true,
+        error: FaultError::Io,
+    });
+    assert!(Db::open(dir, small(Arc::new(failing))).is_err());
+    assert_eq!(
+        image.contents(&dir.join("000999.log")),
+        Some(foreign.clone()),
+        "a failed open moved the foreign log"
+    );
+    // The retry, crashed at every call.
     let recovering = FaultFs::new(Arc::new(image));
     recovering.capture_at(1..400);
     drop(Db::open(dir, small(Arc::new(recovering.clone()))).expect("first recovery"));
+    assert!(recovering.exists(&dir.join("lost").join("000999.log")));
     let captures = recovering.take_captures();
-    assert!(captures.len() > 20, "{} crash points", captures.len());
+    // Every call of the open is a crash point.
+    assert!(
+        (20..399).contains(&captures.len()),
+        "{} crash points",
+        captures.len()
+    );
     for snapshot in &captures {
         for mode in [CrashMode::ProcessCrash, CrashMode::PowerLoss] {
             let what = format!(

@@ -192,10 +192,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         wal_number,
     )?;
     fs.sync_dir(dir)?;
-    // The WALs replay did not read whole and those below the manifest's log number are now
-    // obsolete, deleted just below; one that is not shale's is kept instead. Not before the
-    // edit is durable: until then the manifest in force may still need a torn WAL as the end
-    // of its writes, and an open that fails earlier changes nothing.
+    // The WALs replay stopped at or dropped and those below the log number recovery started
+    // from are now obsolete, deleted just below; one that is not shale's is kept instead. Not
+    // before the edit is durable: until then the manifest in force may still need a torn WAL
+    // as the end of its writes, and an open that fails earlier changes nothing.
     obsolete_wals.extend(unread);
     set_aside_foreign_logs(fs.as_ref(), dir, &obsolete_wals)?;
 
@@ -395,10 +395,10 @@ pub(crate) fn open_read_only(dir: &Path, options: Options) -> Result<Db> {
 
 /// Moves each of the numbered `.log` files `wals` that does not start like a shale log (nor
 /// with zeros) into `lost/` (see [`move_into_lost`]), with a warning: `open` is about to delete
-/// them as obsolete WALs without replaying them (or after replaying them only up to a tear at
-/// their first byte), and such a file is another program's, or a WAL whose start is damaged
-/// (the two look alike, and a header a crash tore can too: keeping its few bytes costs nothing,
-/// deleting someone's file costs their data). Out of descriptors, the open fails, to be
+/// them as obsolete WALs, replayed in part or not at all, and such a file (which reads as a WAL
+/// torn at its first byte) is another program's, or a WAL whose start is damaged (the two look
+/// alike, and a header a crash tore can too: keeping its few bytes costs nothing, deleting
+/// someone's file costs their data). Out of descriptors or memory, the open fails, to be
 /// retried; a file that cannot be read to tell for another reason is taken as shale's.
 fn set_aside_foreign_logs(fs: &dyn Fs, dir: &Path, wals: &[u64]) -> Result<()> {
     for &number in wals {
@@ -457,8 +457,9 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// Replays `wals` (ascending numbers) in order, up to the first torn tail. Returns the WALs
-    /// not read whole: the torn one and every newer one (none if all were read whole).
+    /// Replays `wals` (ascending numbers) in order, up to the first torn tail. Returns the WAL
+    /// replay stopped at (torn, cut short before its seal record, or at a record whose blob is
+    /// missing) and every newer one; none if replay went through them all.
     ///
     /// A memtable switch seals a WAL without syncing it (`switch_memtable`), so after a power
     /// loss any WAL can end torn, not only the newest. Nothing newer than a tear was synced,

@@ -575,8 +575,9 @@ fn write_all_at(file: &File, mut offset: u64, parts: &[&[u8]]) -> std::io::Resul
 /// allocated, one populate window at a time ahead of the appends; `close` trims it to the
 /// bytes written. On Linux an append of [`LOG_DIRECT_WRITE_BYTES`] or more goes to the file by
 /// `pwritev` instead and does not touch the map; it extends the file to its own end. So does
-/// every append right after a sync, whatever its size, but it first extends the file (blocks
-/// allocated) a populate window past its end, so the next sync commits no new size.
+/// every append right after a sync, whatever its size, but unless the file already covers the
+/// record it first extends the file (blocks allocated) a populate window past the record's end,
+/// never past the map, so the next sync commits no new size.
 ///
 /// Invariant: nothing reads or writes the map at or past `size` (there the file has no bytes,
 /// and a touch would fault with `SIGBUS`); copies into the map stay below `populated <= size`,
