@@ -419,9 +419,31 @@ fn set_aside_foreign_logs(fs: &dyn Fs, dir: &Path, wals: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Moves `path` into `dir/lost/` under a free name (its own, or with `.1`, `.2`, ... after it,
-/// beside files an earlier open or repair kept there), and syncs both directories so the move
-/// is durable before the caller goes on. Returns the new path.
+/// The first of `dir/name`, `dir/name.1`, `dir/name.2`, ..., from the `from`th on, that does
+/// not exist, and its index: where a file is kept in `lost/` beside files an earlier open or
+/// repair kept there under the same name. A caller that finds the name taken after all asks
+/// again from the next index.
+pub(super) fn free_name_in(
+    fs: &dyn Fs,
+    dir: &Path,
+    name: &str,
+    from: u32,
+) -> (std::path::PathBuf, u32) {
+    let mut copy = from;
+    loop {
+        let dest = match copy {
+            0 => dir.join(name),
+            n => dir.join(format!("{name}.{n}")),
+        };
+        if !fs.exists(&dest) {
+            return (dest, copy);
+        }
+        copy += 1;
+    }
+}
+
+/// Moves `path` into `dir/lost/` under a free name ([`free_name_in`]), and syncs both
+/// directories so the move is durable before the caller goes on. Returns the new path.
 fn move_into_lost(fs: &dyn Fs, dir: &Path, path: &Path) -> Result<std::path::PathBuf> {
     let lost = dir.join("lost");
     fs.create_dir_all(&lost)?;
@@ -429,17 +451,7 @@ fn move_into_lost(fs: &dyn Fs, dir: &Path, path: &Path) -> Result<std::path::Pat
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut copy = 0u32;
-    let dest = loop {
-        let dest = match copy {
-            0 => lost.join(&name),
-            n => lost.join(format!("{name}.{n}")),
-        };
-        if !fs.exists(&dest) {
-            break dest;
-        }
-        copy += 1;
-    };
+    let (dest, _) = free_name_in(fs, &lost, &name, 0);
     fs.rename(path, &dest)?;
     fs.sync_dir(&lost)?;
     fs.sync_dir(dir)?;

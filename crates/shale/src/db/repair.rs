@@ -334,14 +334,9 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
     // The last resort for a file that could be neither linked nor copied. One that cannot be
     // moved either stays where it is, reported: the next open would delete it as obsolete.
     let mut stranded = Vec::new();
-    for (path, dest) in &to_move {
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned());
-        let mut dest = dest.clone();
-        let mut copy = 0u32;
-        while fs.exists(&dest) {
-            copy += 1;
-            dest.set_file_name(format!("{}.{copy}", name.as_deref().unwrap_or("file")));
-        }
+    let lost = dir.join("lost");
+    for (path, name) in &to_move {
+        let (dest, _) = super::open::free_name_in(fs.as_ref(), &lost, name, 0);
         match fs.rename(path, &dest) {
             Ok(()) => report.moved_to_lost.push(dest),
             Err(e) => {
@@ -386,15 +381,15 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
 /// through a temporary name, where the filesystem has no hard links) and makes the links
 /// durable before the new manifest makes the originals obsolete, so that no crash lets an open
 /// delete one unseen. The originals are removed once the manifest is in place. A file that
-/// can be neither linked nor copied (unreadable, say) is returned, to be moved there by rename
-/// after the manifest switch, as the last resort. Every name made is in `report.moved_to_lost`
+/// can be neither linked nor copied (unreadable, say) is returned with its file name, to be
+/// moved there by rename after the manifest switch, as the last resort. Every name made is in `report.moved_to_lost`
 /// (and removed again by a repair that stops before the switch).
 fn keep_damaged(
     fs: &dyn crate::env::Fs,
     dir: &Path,
     damaged: &mut Vec<PathBuf>,
     report: &mut RepairReport,
-) -> Result<Vec<(PathBuf, PathBuf)>> {
+) -> Result<Vec<(PathBuf, String)>> {
     // A file is named once however many of its reads failed.
     damaged.sort();
     damaged.dedup();
@@ -414,17 +409,11 @@ fn keep_damaged(
         let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
         };
-        // An earlier repair may have kept a file of the same name.
-        let mut copy = 0u32;
+        let mut from = 0;
         let dest = loop {
-            let dest = match copy {
-                0 => lost.join(&name),
-                n => lost.join(format!("{name}.{n}")),
-            };
-            copy += 1;
-            if fs.exists(&dest) {
-                continue;
-            }
+            // An earlier repair may have kept a file of the same name.
+            let (dest, copy) = super::open::free_name_in(fs, &lost, &name, from);
+            from = copy + 1;
             match fs.link(path, &dest) {
                 Ok(()) => break Some(dest),
                 Err(e) if e.is_out_of_handles() => return Err(e),
@@ -439,7 +428,7 @@ fn keep_damaged(
         };
         match dest {
             Some(dest) => report.moved_to_lost.push(dest),
-            None => to_move.push((path.clone(), lost.join(&name))),
+            None => to_move.push((path.clone(), name)),
         }
     }
     fs.sync_dir(&lost)?;
