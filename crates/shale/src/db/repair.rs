@@ -382,8 +382,8 @@ pub(crate) fn repair(dir: &Path, options: &Options) -> Result<RepairReport> {
 /// durable before the new manifest makes the originals obsolete, so that no crash lets an open
 /// delete one unseen. The originals are removed once the manifest is in place. A file that
 /// can be neither linked nor copied (unreadable, say) is returned with its file name, to be
-/// moved there by rename after the manifest switch, as the last resort. Every name made is in `report.moved_to_lost`
-/// (and removed again by a repair that stops before the switch).
+/// moved there by rename after the manifest switch, as the last resort. Every name made is in
+/// `report.moved_to_lost` (and removed again by a repair that stops before the switch).
 fn keep_damaged(
     fs: &dyn crate::env::Fs,
     dir: &Path,
