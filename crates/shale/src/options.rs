@@ -125,6 +125,20 @@ pub struct Options {
     pub max_bytes_for_level_multiplier: f64,
     /// Threads for flushes and compactions. Default: 2.
     pub max_background_jobs: usize,
+    /// Whether compactions yield the CPU to the application's threads and to flushes.
+    ///
+    /// With two or more background threads, one of them then only flushes memtables (writes
+    /// wait for flushes, so it keeps its normal priority) and the others only compact, at the
+    /// lowest CPU priority (nice 19 on Linux, as RocksDB's `CpuPriority::kLow`; elsewhere
+    /// unchanged). Where a core is shared, a writer or reader then runs first and a compaction
+    /// takes what is left, instead of a third of the core each. A compaction that falls behind
+    /// is not lost: level 0 grows until `level0_slowdown_writes_trigger` and
+    /// `level0_stop_writes_trigger` pace the writers, whose waits give the compaction the
+    /// CPU. That is the trade: under a load that keeps every core busy, writes are paced
+    /// sooner and reads run faster (see `docs/benchmarks.md`). With `false`, or with one
+    /// background thread, every background thread flushes and compacts at normal priority.
+    /// Default: `true`.
+    pub low_priority_compactions: bool,
     /// Most parts one background compaction is split into, by key range, each written by its
     /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the
     /// tables of one of its input levels of level 1 or deeper, into parts of about equal bytes
@@ -189,6 +203,7 @@ impl Default for Options {
             max_bytes_for_level_base: 32 << 20,
             max_bytes_for_level_multiplier: 10.0,
             max_background_jobs: 2,
+            low_priority_compactions: true,
             max_subcompactions: 1,
             comparator: Arc::new(BytewiseComparator),
             merge_operator: None,
@@ -219,6 +234,9 @@ impl fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("flush_lz4_acceleration", &self.flush_lz4_acceleration)
             .field("max_file_size", &self.max_file_size)
+            .field("max_background_jobs", &self.max_background_jobs)
+            .field("low_priority_compactions", &self.low_priority_compactions)
+            .field("max_subcompactions", &self.max_subcompactions)
             .field("comparator", &self.comparator.name())
             .field(
                 "merge_operator",

@@ -83,6 +83,8 @@ impl ShaleEngine {
             setting("flush_lz4_acceleration", options.flush_lz4_acceleration),
             setting("max_file_size", options.max_file_size),
             setting("max_subcompactions", options.max_subcompactions),
+            setting("max_background_jobs", options.max_background_jobs),
+            setting("low_priority_compactions", options.low_priority_compactions),
             setting("max_bytes_for_level_base", options.max_bytes_for_level_base),
             setting(
                 "level0_file_num_compaction_trigger",
