@@ -125,19 +125,20 @@ pub struct Options {
     pub max_bytes_for_level_multiplier: f64,
     /// Threads for flushes and compactions. Default: 2.
     pub max_background_jobs: usize,
-    /// Whether compactions yield the CPU to the application's threads and to flushes.
+    /// Whether background compactions merge at the lowest CPU priority.
     ///
-    /// With two or more background threads, one of them then only flushes memtables (writes
-    /// wait for flushes, so it keeps its normal priority) and the others only compact, at the
-    /// lowest CPU priority (nice 19 on Linux, as RocksDB's `CpuPriority::kLow`; elsewhere
-    /// unchanged). Where a core is shared, a writer or reader then runs first and a compaction
-    /// takes what is left, instead of a third of the core each. A compaction that falls behind
-    /// is not lost: level 0 grows until `level0_slowdown_writes_trigger` and
-    /// `level0_stop_writes_trigger` pace the writers, whose waits give the compaction the
-    /// CPU. That is the trade: under a load that keeps every core busy, writes are paced
-    /// sooner and reads run faster (see `docs/benchmarks.md`). With `false`, or with one
-    /// background thread, every background thread flushes and compacts at normal priority.
-    /// Default: `true`.
+    /// With `true`, a background compaction merges its inputs on a thread of its own at the
+    /// lowest CPU priority (nice 19 on Linux, as RocksDB's `CpuPriority::kLow`; elsewhere at
+    /// normal priority), while flushes, which writes wait for, and the compaction's manifest
+    /// edit keep the background threads' normal priority. Where the application's threads, a
+    /// flush and a compaction share too few cores, the compaction then gets a small share of
+    /// them (under Linux's scheduler nice 19 weighs about 1/70 of nice 0, among the threads of
+    /// one process group) instead of an equal one. A compaction picked while level 0 already
+    /// holds `level0_slowdown_writes_trigger` files, so that writers are being slowed for
+    /// want of it, runs at normal priority; so do manual compactions
+    /// ([`crate::Db::compact_range`]), on the caller's thread. The trade: under a load that
+    /// keeps every core busy, level 0 paces the writes sooner, and reads beside them run faster
+    /// (see `docs/benchmarks.md`). Default: `true`.
     pub low_priority_compactions: bool,
     /// Most parts one background compaction is split into, by key range, each written by its
     /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the

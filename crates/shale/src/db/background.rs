@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
+use super::compaction_job::JobPriority;
 use super::{DbInner, DbState};
 use crate::batch::blob_ref_of;
 use crate::compaction::Compaction;
@@ -35,85 +36,16 @@ struct Doomed {
     blobs: Vec<Arc<dyn crate::env::RandomAccessFile>>,
 }
 
-/// The CPU priority (nice value) of compaction threads under
-/// [`crate::Options::low_priority_compactions`]: the lowest, as RocksDB's `CpuPriority::kLow`.
-const COMPACTION_NICE: i32 = 19;
-
-/// What one background thread does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// Flushes and compactions, at normal priority.
-    Any,
-    /// Flushes only, at normal priority: writes wait for them.
-    Flush,
-    /// Compactions only, at the lowest CPU priority.
-    Compact,
-}
-
-impl Role {
-    /// The role of background thread `index` of `threads` (see
-    /// [`crate::Options::low_priority_compactions`]).
-    pub(crate) fn of_thread(index: usize, threads: usize, low_priority_compactions: bool) -> Role {
-        match (low_priority_compactions && threads >= 2, index) {
-            (false, _) => Role::Any,
-            (true, 0) => Role::Flush,
-            (true, _) => Role::Compact,
-        }
-    }
-
-    /// The thread's name, as `ps -L` and debuggers show it (at most 15 bytes on Linux).
-    pub(crate) fn thread_name(self, index: usize) -> String {
-        match self {
-            Role::Any => format!("shale-bg-{index}"),
-            Role::Flush => "shale-flush".to_string(),
-            Role::Compact => format!("shale-compact-{index}"),
-        }
-    }
-
-    fn flushes(self) -> bool {
-        self != Role::Compact
-    }
-
-    fn compacts(self) -> bool {
-        self != Role::Flush
-    }
-}
-
-/// Lowers the calling thread's CPU priority to [`COMPACTION_NICE`], where the platform has
-/// per-thread priorities (Linux). Threads it starts afterwards (subcompactions) inherit it.
-/// The priority is never raised again: an unprivileged process may not raise it.
-fn lower_thread_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid and setpriority take no pointers; `who` names this thread, whose
-        // priority alone changes (on Linux a thread id addresses one thread).
-        let done = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, COMPACTION_NICE)
-        };
-        if done != 0 {
-            // Compactions then simply run at normal priority, as with the option off.
-            tracing::debug!(
-                error = %std::io::Error::last_os_error(),
-                "could not lower the compaction thread's CPU priority"
-            );
-        }
-    }
-}
-
 impl DbInner {
-    /// The body of each background thread, which does the work its `role` allows.
-    pub(crate) fn background_loop(self: Arc<Self>, role: Role) {
-        if role == Role::Compact {
-            lower_thread_priority();
-        }
+    /// The body of each background thread.
+    pub(crate) fn background_loop(self: Arc<Self>) {
         let mut state = self.state.lock();
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
                 return;
             }
             let healthy = state.bg_error.is_none();
-            if role.flushes() && healthy && !state.imm.is_empty() && !state.flush_running {
+            if healthy && !state.imm.is_empty() && !state.flush_running {
                 state.flush_running = true;
                 if let Err(e) = self.flush_oldest(&mut state) {
                     if !matches!(e, Error::ShuttingDown) {
@@ -125,16 +57,28 @@ impl DbInner {
                 continue;
             }
             let now = self.options.clock.now_micros();
-            if role.compacts()
-                && healthy
+            if healthy
                 && !state.compaction_running
                 && state.manual_waiting == 0
                 && state.versions.needs_compaction(now)
             {
                 if let Some(c) = state.versions.pick_compaction(now) {
                     state.compaction_running = true;
-                    let result =
-                        self.run_compaction(&mut state, c, self.options.max_subcompactions);
+                    // Writers are already being slowed for this compaction's lack: it runs at
+                    // normal priority, as a manual one does.
+                    let behind = state.versions.current_ref().num_files(0)
+                        >= self.options.level0_slowdown_writes_trigger;
+                    let priority = if self.options.low_priority_compactions && !behind {
+                        JobPriority::Low
+                    } else {
+                        JobPriority::Normal
+                    };
+                    let result = self.run_compaction(
+                        &mut state,
+                        c,
+                        self.options.max_subcompactions,
+                        priority,
+                    );
                     state.compaction_running = false;
                     if let Err(e) = result {
                         if !matches!(e, Error::ShuttingDown) {
@@ -151,10 +95,7 @@ impl DbInner {
             // up when the first one does (re-checking at least every EXPIRY_RECHECK, in case
             // the clock jumps or is driven by hand). While another job runs, its end wakes the
             // threads instead.
-            let can_compact = role.compacts()
-                && healthy
-                && !state.compaction_running
-                && state.manual_waiting == 0;
+            let can_compact = healthy && !state.compaction_running && state.manual_waiting == 0;
             // Writes have paused if no memtable took memory for a while: unmap the spare
             // memtable memory, then look for work again (it may have come meanwhile).
             let spares = self.chunk_pool.take_idle_spares(std::time::Instant::now());
@@ -540,7 +481,7 @@ impl DbInner {
                 .options
                 .max_subcompactions
                 .max(self.options.max_background_jobs);
-            let r = self.run_compaction(&mut state, c, parts);
+            let r = self.run_compaction(&mut state, c, parts, JobPriority::Normal);
             state.compaction_running = false;
             self.background_done.notify_all();
             if let Err(e) = r {

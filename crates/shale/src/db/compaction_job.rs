@@ -145,14 +145,89 @@ fn unfinished_output(number: u64) -> FileMetaData {
     }
 }
 
+/// The CPU priority a compaction merges its inputs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobPriority {
+    /// On the calling thread, at its priority.
+    Normal,
+    /// On a thread of its own at the lowest CPU priority, where the platform can lower one
+    /// thread's ([`crate::Options::low_priority_compactions`]); the calling thread waits.
+    Low,
+}
+
+/// The nice value of a [`JobPriority::Low`] job's thread: the lowest priority, as RocksDB's
+/// `CpuPriority::kLow`.
+#[cfg(all(target_os = "linux", not(miri)))]
+const LOW_PRIORITY_NICE: libc::c_int = 19;
+
+/// Lowers the calling thread's CPU priority to the lowest, where the platform has per-thread
+/// priorities (Linux; elsewhere a no-op). Threads it starts afterwards (a compaction's parts)
+/// inherit it. Once lowered, an unprivileged thread may not raise it again, hence a thread of
+/// its own for each job.
+fn lower_thread_priority() {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        // SAFETY: setpriority takes no pointers. On Linux, `PRIO_PROCESS` with `who == 0`
+        // names the calling thread alone (the nice value is per thread there).
+        let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, LOW_PRIORITY_NICE) } != 0;
+        if failed {
+            // The job then runs at normal priority, as with the option off.
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "could not lower a compaction thread's CPU priority"
+            );
+        }
+    }
+}
+
+/// Runs `work` at `priority`: here, or on a thread of its own at the lowest priority, which
+/// this thread waits for (and whose panic it resumes). If that thread cannot be started, the
+/// work runs here.
+fn run_at<T: Send>(priority: JobPriority, work: impl FnOnce() -> T + Send) -> T {
+    if priority == JobPriority::Normal {
+        return work();
+    }
+    // The thread takes the work out; a thread that never started leaves it for this one.
+    let slot = parking_lot::Mutex::new(Some(work));
+    let ran = std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("shale-compact".into())
+            .spawn_scoped(scope, || {
+                lower_thread_priority();
+                let work = slot.lock().take();
+                work.map(|work| work())
+            });
+        match thread {
+            Ok(handle) => match handle.join() {
+                Ok(out) => out,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "could not start a low-priority compaction thread");
+                None
+            }
+        }
+    });
+    match ran {
+        Some(out) => out,
+        None => match slot.into_inner() {
+            Some(work) => work(),
+            // The thread took the work, so it returned its result above.
+            None => unreachable!("a compaction's work taken and not run"),
+        },
+    }
+}
+
 impl DbInner {
     /// Runs `c`, split into at most `max_parts` parts that run at once, and installs its
-    /// result. Called with `state` held; releases it for the I/O.
+    /// result. Called with `state` held; releases it for the I/O. The merge (all but the
+    /// manifest edit and the view's install) runs at `priority`.
     pub(crate) fn run_compaction(
         &self,
         state: &mut MutexGuard<'_, DbState>,
         mut c: Compaction,
         max_parts: usize,
+        priority: JobPriority,
     ) -> Result<()> {
         let start = Instant::now();
         let output_level = c.output_level();
@@ -173,11 +248,13 @@ impl DbInner {
         let input_bytes = c.total_input_bytes();
         let points = c.split_points(max_parts);
         let outcome = MutexGuard::unlocked(state, || {
-            if points.is_empty() {
-                self.compact_inputs(&mut c, &job)
-            } else {
-                self.compact_parts(&c, &points, &job)
-            }
+            run_at(priority, || {
+                if points.is_empty() {
+                    self.compact_inputs(&mut c, &job)
+                } else {
+                    self.compact_parts(&c, &points, &job)
+                }
+            })
         });
         let mut outputs_numbers: Vec<u64> = Vec::new();
         let result = outcome.and_then(|job_output| {

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
-use super::background::Role;
 use super::{Db, DbInner, DbState, ReadView};
 use crate::batch::{blob_ref_of, WalMarker, WriteBatch};
 use crate::blob::BlobCache;
@@ -229,13 +228,11 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Db> {
         inner.delete_obsolete_files(&mut state);
     }
     let mut threads = Vec::new();
-    let jobs = inner.options.max_background_jobs;
-    for i in 0..jobs {
+    for i in 0..inner.options.max_background_jobs {
         let worker = inner.clone();
-        let role = Role::of_thread(i, jobs, inner.options.low_priority_compactions);
         let handle = std::thread::Builder::new()
-            .name(role.thread_name(i))
-            .spawn(move || worker.background_loop(role))
+            .name(format!("shale-bg-{i}"))
+            .spawn(move || worker.background_loop())
             .map_err(|e| Error::io("spawn background thread", dir, e))?;
         threads.push(handle);
     }
