@@ -128,17 +128,19 @@ pub struct Options {
     /// Whether background compactions merge at the lowest CPU priority.
     ///
     /// With `true`, a background compaction merges its inputs on a thread of its own at the
-    /// lowest CPU priority (nice 19 on Linux, as RocksDB's `CpuPriority::kLow`; elsewhere at
-    /// normal priority), while flushes, which writes wait for, and the compaction's manifest
-    /// edit keep the background threads' normal priority. Where the application's threads, a
-    /// flush and a compaction share too few cores, the compaction then gets a small share of
-    /// them (under Linux's scheduler nice 19 weighs about 1/70 of nice 0, among the threads of
-    /// one process group) instead of an equal one. A compaction picked while level 0 already
-    /// holds `level0_slowdown_writes_trigger` files, so that writers are being slowed for
-    /// want of it, runs at normal priority; so do manual compactions
-    /// ([`crate::Db::compact_range`]), on the caller's thread. The trade: under a load that
-    /// keeps every core busy, level 0 paces the writes sooner, and reads beside them run faster
-    /// (see `docs/benchmarks.md`). Default: `true`.
+    /// lowest CPU priority (nice 19 on Linux, as RocksDB's `CpuPriority::kLow`, which there
+    /// also lowers the thread's default I/O priority; elsewhere at normal priority), while
+    /// flushes, which writes wait for, and the compaction's manifest edit keep the background
+    /// threads' normal priority. Where the application's threads, a flush and a compaction
+    /// share too few cores, the compaction then gets a small share of them (under Linux's
+    /// scheduler nice 19 weighs about 1/70 of nice 0 among the threads of one cgroup or
+    /// autogroup) instead of an equal one. A compaction picked while level 0 already holds
+    /// `level0_slowdown_writes_trigger` files, so that writers are being slowed for want of it,
+    /// runs at normal priority; the priority is chosen when a compaction starts and kept to its
+    /// end. Manual compactions ([`crate::Db::compact_range`]) run on the caller's thread, at
+    /// its priority. The trade: under a load that keeps every core busy, level 0 paces the
+    /// writes sooner, and reads beside them run faster (see `docs/benchmarks.md`). Default:
+    /// `true`.
     pub low_priority_compactions: bool,
     /// Most parts one background compaction is split into, by key range, each written by its
     /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the

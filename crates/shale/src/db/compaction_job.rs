@@ -39,7 +39,9 @@
 //! relocated: the value is copied to a new blob file the job writes, and the output keeps a
 //! reference to the copy, for every entry kept, including those kept for snapshots.
 //!
-//! Thread-safety: the job runs on one background thread with the database mutex released; the
+//! Thread-safety: the job merges with the database mutex released (taking it briefly for each
+//! new file number), on the background thread that picked it or, at low priority, on a thread
+//! of its own that thread waits for; a split job's parts run on threads of their own. The
 //! inputs are pinned by the compaction's input version.
 
 use std::cmp::Ordering as CmpOrdering;
@@ -184,7 +186,8 @@ fn lower_thread_priority() {
 /// this thread waits for (and whose panic it resumes). If that thread cannot be started, the
 /// work runs here.
 fn run_at<T: Send>(priority: JobPriority, work: impl FnOnce() -> T + Send) -> T {
-    if priority == JobPriority::Normal {
+    // Where no thread's priority can be lowered, a thread of its own would change nothing.
+    if priority == JobPriority::Normal || !cfg!(all(target_os = "linux", not(miri))) {
         return work();
     }
     // The thread takes the work out; a thread that never started leaves it for this one.
@@ -360,7 +363,7 @@ impl DbInner {
         let results: Vec<Result<JobOutput>> = std::thread::scope(|scope| {
             let mut spawned = Vec::new();
             for &range in bounds.iter().skip(1) {
-                let thread = std::thread::Builder::new().name("shale-subcompact".into());
+                let thread = std::thread::Builder::new().name("shale-subcomp".into());
                 match thread.spawn_scoped(scope, move || run(range)) {
                     Ok(handle) => spawned.push((range, Some(handle))),
                     Err(e) => {
