@@ -1,6 +1,7 @@
-//! `Options::low_priority_compactions`: a background compaction merges on a thread at the
-//! lowest CPU priority (nice 19), unless writers are already being slowed for it; manual
-//! compactions, and every compaction with the option off, merge at the caller's priority. A
+//! `Options::low_priority_compactions`: with it on, a background compaction merges on a thread
+//! at the lowest CPU priority (nice 19), unless writers are already being slowed for it; manual
+//! compactions, and every compaction with the option off (the default), merge at the caller's
+//! priority. A
 //! compaction filter, which runs inside the merge, reads the nice value of the thread it runs
 //! on.
 
@@ -100,10 +101,10 @@ fn background_compactions_merge_at_the_lowest_priority_unless_writes_wait_for_th
         base < 19,
         "the test runs at nice {base}: it needs a lower one"
     );
-    assert!(Options::default().low_priority_compactions);
 
     // Writers never slowed (the trigger out of reach): every background merge at nice 19.
     let never_slowed = Options {
+        low_priority_compactions: true,
         level0_slowdown_writes_trigger: 1000,
         level0_stop_writes_trigger: 1000,
         ..Options::default()
@@ -111,12 +112,13 @@ fn background_compactions_merge_at_the_lowest_priority_unless_writes_wait_for_th
     assert_eq!(
         background_compaction_nice(never_slowed),
         BTreeSet::from([19]),
-        "default"
+        "low priority"
     );
 
     // Writers slowed as soon as level 0 is due: the compaction they wait for runs at normal
     // priority. (The data never fills level 1, so level 0's are the only compactions.)
     let slowed_at_once = Options {
+        low_priority_compactions: true,
         level0_file_num_compaction_trigger: 4,
         level0_slowdown_writes_trigger: 4,
         ..Options::default()
@@ -127,13 +129,10 @@ fn background_compactions_merge_at_the_lowest_priority_unless_writes_wait_for_th
         "writers slowed"
     );
 
-    // Turned off: at the background threads' priority.
-    let off = Options {
-        low_priority_compactions: false,
-        ..Options::default()
-    };
+    // Off, the default: at the background threads' priority.
+    assert!(!Options::default().low_priority_compactions);
     assert_eq!(
-        background_compaction_nice(off),
+        background_compaction_nice(Options::default()),
         BTreeSet::from([base]),
         "option off"
     );
