@@ -141,9 +141,10 @@ pub struct Options {
     /// its priority.
     ///
     /// Measured on two cores (`docs/benchmarks.md`): with one writer thread, random fills and
-    /// merges ran 12-15% faster and reads beside a writer about 40% faster; with two writer
-    /// threads, random fills ran about 15% and overwrites about 50% slower, for a cause not yet
-    /// found. Hence off by default. Default: `false`.
+    /// merges ran 12-15% faster, and two readers beside a writer took about a third less time
+    /// a read while the writer wrote about half as much; with two writer threads, random fills
+    /// ran about 15% and overwrites about 50% slower, for a cause not yet found. Hence off by
+    /// default. Default: `false`.
     pub low_priority_compactions: bool,
     /// Most parts one background compaction is split into, by key range, each written by its
     /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the

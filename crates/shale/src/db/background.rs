@@ -64,11 +64,12 @@ impl DbInner {
             {
                 if let Some(c) = state.versions.pick_compaction(now) {
                     state.compaction_running = true;
-                    // Writers are already being slowed for this compaction's lack: it runs at
+                    // Once level 0 slows the writers for want of compaction, it runs at
                     // normal priority, as a manual one does.
-                    let behind = state.versions.current_ref().num_files(0)
-                        >= self.options.level0_slowdown_writes_trigger;
-                    let priority = if self.options.low_priority_compactions && !behind {
+                    let priority = if self.options.low_priority_compactions
+                        && state.versions.current_ref().num_files(0)
+                            < self.options.level0_slowdown_writes_trigger
+                    {
                         JobPriority::Low
                     } else {
                         JobPriority::Normal

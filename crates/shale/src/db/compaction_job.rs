@@ -157,6 +157,10 @@ pub(crate) enum JobPriority {
     Low,
 }
 
+/// Whether one thread's CPU priority can be lowered here (Linux, where the nice value is per
+/// thread; not under Miri, which lacks `setpriority`).
+const CAN_LOWER_THREAD_PRIORITY: bool = cfg!(all(target_os = "linux", not(miri)));
+
 /// The nice value of a [`JobPriority::Low`] job's thread: the lowest priority, as RocksDB's
 /// `CpuPriority::kLow`.
 #[cfg(all(target_os = "linux", not(miri)))]
@@ -187,7 +191,7 @@ fn lower_thread_priority() {
 /// work runs here.
 fn run_at<T: Send>(priority: JobPriority, work: impl FnOnce() -> T + Send) -> T {
     // Where no thread's priority can be lowered, a thread of its own would change nothing.
-    if priority == JobPriority::Normal || !cfg!(all(target_os = "linux", not(miri))) {
+    if priority == JobPriority::Normal || !CAN_LOWER_THREAD_PRIORITY {
         return work();
     }
     // The thread takes the work out; a thread that never started leaves it for this one.
