@@ -52,7 +52,7 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
             l.level, l.files, l.bytes, l.score
         )?;
     }
-    let rows: [(&str, String); 31] = [
+    let rows: [(&str, String); 32] = [
         ("last_sequence", s.last_sequence.to_string()),
         ("user_writes", s.user_writes.to_string()),
         ("user_bytes_written", s.user_bytes_written.to_string()),
@@ -68,6 +68,7 @@ pub fn stats(ctx: &Context, db_path: &Path) -> CliResult {
         ("flush_bytes", s.flush_bytes.to_string()),
         ("compactions", s.compactions.to_string()),
         ("split_compactions", s.split_compactions.to_string()),
+        ("compactions_raised", s.compactions_raised.to_string()),
         ("trivial_moves", s.trivial_moves.to_string()),
         (
             "write_amplification",

@@ -1,14 +1,15 @@
 //! `Options::low_priority_compactions`: with it on, a background compaction merges on a thread
-//! at the lowest CPU priority (nice 19), unless writers are already being slowed for it; manual
-//! compactions, and every compaction with the option off (the default), merge at the caller's
-//! priority. A
+//! at the lowest CPU priority (nice 19), unless writers are already being slowed for it, and
+//! finishes at normal priority if they come to be slowed while it runs; manual compactions,
+//! and every compaction with the option off (the default), merge at the caller's priority. A
 //! compaction filter, which runs inside the merge, reads the nice value of the thread it runs
 //! on.
 
 #![cfg(target_os = "linux")]
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use shale::{CompactionFilter, Db, FilterDecision, Options, WriteBatch};
 
@@ -136,4 +137,89 @@ fn background_compactions_merge_at_the_lowest_priority_unless_writes_wait_for_th
         BTreeSet::from([base]),
         "option off"
     );
+}
+
+/// Records the nice value of each call, in order, and holds the first call until released.
+struct Gate {
+    seen: Mutex<Vec<i32>>,
+    entered: Mutex<Option<mpsc::Sender<()>>>,
+    release: Mutex<mpsc::Receiver<()>>,
+}
+
+impl CompactionFilter for Gate {
+    fn name(&self) -> &str {
+        "gate"
+    }
+
+    fn filter(&self, _level: usize, _key: &[u8], _value: &[u8]) -> FilterDecision {
+        self.seen
+            .lock()
+            .expect("gate lock")
+            .push(this_threads_nice());
+        let first = self.entered.lock().expect("gate lock").take();
+        if let Some(entered) = first {
+            entered.send(()).expect("the test waits");
+            self.release
+                .lock()
+                .expect("gate lock")
+                .recv_timeout(Duration::from_secs(60))
+                .expect("released");
+        }
+        FilterDecision::Keep
+    }
+}
+
+#[test]
+fn a_low_priority_merge_finishes_at_normal_priority_once_writers_are_slowed_for_it() {
+    let base = this_threads_nice();
+    assert!(
+        base < 19,
+        "the test runs at nice {base}: it needs a lower one"
+    );
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Arc::new(Gate {
+        seen: Mutex::new(Vec::new()),
+        entered: Mutex::new(Some(entered_tx)),
+        release: Mutex::new(release_rx),
+    });
+    // Interleaved keys: the first two tables go to levels 2 and 1, which they do not overlap;
+    // the next two stay in level 0 and start a compaction while writers are not slowed (at
+    // nice 19); a third in level 0 reaches the slowdown trigger while it runs.
+    let options = Options {
+        low_priority_compactions: true,
+        level0_file_num_compaction_trigger: 2,
+        level0_slowdown_writes_trigger: 3,
+        level0_stop_writes_trigger: 1000,
+        compaction_filter: Some(gate.clone()),
+        ..Options::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), options).expect("open");
+    let write_table = |round: u32| {
+        let mut batch = WriteBatch::new();
+        for i in 0..2000 {
+            let i = i * 5 + round;
+            batch.put(key(i), value(i));
+        }
+        db.write(batch).expect("write");
+        db.flush().expect("flush");
+    };
+    for round in 0..4 {
+        write_table(round);
+    }
+    entered_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the compaction's merge began");
+    write_table(4);
+    release_tx.send(()).expect("the merge waits");
+    db.wait_for_compactions().expect("wait for compactions");
+
+    assert!(db.stats().compactions_raised >= 1, "{:?}", db.stats());
+    let seen = std::mem::take(&mut *gate.seen.lock().expect("gate lock"));
+    assert_eq!(seen.first(), Some(&19), "began at low priority");
+    assert_eq!(seen.last(), Some(&base), "finished at normal priority");
+    for i in (0..5 * 2000).step_by(7) {
+        assert_eq!(db.get(key(i)).expect("get"), Some(value(i)), "key {i}");
+    }
 }

@@ -41,10 +41,12 @@
 //!
 //! Thread-safety: the job merges with the database mutex released (taking it briefly for each
 //! new file number), on the background thread that picked it or, at low priority, on a thread
-//! of its own that thread waits for; a split job's parts run on threads of their own. The
-//! inputs are pinned by the compaction's input version.
+//! of its own that thread waits for and finishes the merge for if it must be raised
+//! ([`DbInner::merge_at`]); a split job's parts run on threads of their own. The inputs are
+//! pinned by the compaction's input version.
 
 use std::cmp::Ordering as CmpOrdering;
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -152,8 +154,9 @@ fn unfinished_output(number: u64) -> FileMetaData {
 pub(crate) enum JobPriority {
     /// On the calling thread, at its priority.
     Normal,
-    /// On a thread of its own at the lowest CPU priority, where the platform can lower one
-    /// thread's ([`crate::Options::low_priority_compactions`]); the calling thread waits.
+    /// Begun on a thread of its own at the lowest CPU priority, where the platform can lower
+    /// one thread's ([`crate::Options::low_priority_compactions`]); the calling thread waits,
+    /// and finishes the merge itself if it must be raised ([`DbInner::merge_at`]).
     Low,
 }
 
@@ -167,9 +170,8 @@ const CAN_LOWER_THREAD_PRIORITY: bool = cfg!(all(target_os = "linux", not(miri))
 const LOW_PRIORITY_NICE: libc::c_int = 19;
 
 /// Lowers the calling thread's CPU priority to the lowest, where the platform has per-thread
-/// priorities (Linux; elsewhere a no-op). Threads it starts afterwards (a compaction's parts)
-/// inherit it. Once lowered, an unprivileged thread may not raise it again, hence a thread of
-/// its own for each job.
+/// priorities (Linux; elsewhere a no-op). Once lowered, an unprivileged thread may not raise it
+/// again, hence a thread of its own for each merge.
 fn lower_thread_priority() {
     #[cfg(all(target_os = "linux", not(miri)))]
     {
@@ -186,27 +188,20 @@ fn lower_thread_priority() {
     }
 }
 
-/// Runs `work` at `priority`: here, or on a thread of its own at the lowest priority, which
-/// this thread waits for (and whose panic it resumes). If that thread cannot be started, the
-/// work runs here.
-fn run_at<T: Send>(priority: JobPriority, work: impl FnOnce() -> T + Send) -> T {
-    // Where no thread's priority can be lowered, a thread of its own would change nothing.
-    if priority == JobPriority::Normal || !CAN_LOWER_THREAD_PRIORITY {
-        return work();
-    }
-    // The thread takes the work out; a thread that never started leaves it for this one.
-    let slot = parking_lot::Mutex::new(Some(work));
-    let ran = std::thread::scope(|scope| {
+/// Runs `work` on a thread of its own at the lowest CPU priority, which this thread waits for
+/// (and whose panic it resumes). `None` if that thread could not be started: `work` did not
+/// run.
+fn run_low<T: Send>(work: impl FnOnce() -> T + Send) -> Option<T> {
+    std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .name("shale-compact".into())
             .spawn_scoped(scope, || {
                 lower_thread_priority();
-                let work = slot.lock().take();
-                work.map(|work| work())
+                work()
             });
         match thread {
             Ok(handle) => match handle.join() {
-                Ok(out) => out,
+                Ok(out) => Some(out),
                 Err(panic) => std::panic::resume_unwind(panic),
             },
             Err(e) => {
@@ -214,15 +209,43 @@ fn run_at<T: Send>(priority: JobPriority, work: impl FnOnce() -> T + Send) -> T 
                 None
             }
         }
-    });
-    match ran {
-        Some(out) => out,
-        None => match slot.into_inner() {
-            Some(work) => work(),
-            // The thread took the work, so it returned its result above.
-            None => unreachable!("a compaction's work taken and not run"),
-        },
-    }
+    })
+}
+
+/// Writes queued behind as many writers as there are cores, less one, during a low-priority
+/// merge, that make it finish at normal priority ([`DbInner::merge_at`]): enough that several
+/// threads are writing at once, not one brief overlap.
+const CROWDED_WRITES_TO_RAISE: u64 = 64;
+
+/// Where [`DbInner::merge_keys`] stopped.
+enum Progress {
+    /// The inputs (or the part's keys) are merged.
+    Done,
+    /// Asked to pause, before a user key; the merge goes on from there.
+    Paused,
+}
+
+/// A merge in progress: the inputs' cursor and everything written so far. Kept apart from
+/// the code that advances it, so that a merge begun on one thread can be finished on another.
+struct Merge {
+    input: MergingIterator,
+    /// The first user key the job does not write (a part's end), if any.
+    end: Option<Vec<u8>>,
+    outputs: Vec<FileMetaData>,
+    builder: Option<OpenOutput>,
+    key_buf: Vec<u8>,
+    /// The newest internal key of the user key being assembled, and the key's entries: the
+    /// first `n` slots of `entries`. All are reused from key to key, so a key costs no
+    /// allocation for its inputs (before, three per key: most of a compaction's allocator
+    /// time).
+    first: Vec<u8>,
+    entries: Vec<Entry>,
+    /// The allocation of the previous key's output, for the next key's.
+    spare_out: Output<'static>,
+    blob_garbage: BlobTally,
+    /// Blob files whose values are relocated ([`crate::version::Version::blob_files_due_for_collection`]).
+    collect: HashSet<u64>,
+    relocation: Option<BlobFileWriter>,
 }
 
 impl DbInner {
@@ -255,13 +278,11 @@ impl DbInner {
         let input_bytes = c.total_input_bytes();
         let points = c.split_points(max_parts);
         let outcome = MutexGuard::unlocked(state, || {
-            run_at(priority, || {
-                if points.is_empty() {
-                    self.compact_inputs(&mut c, &job)
-                } else {
-                    self.compact_parts(&c, &points, &job)
-                }
-            })
+            if points.is_empty() {
+                self.compact_inputs(&mut c, &job, priority)
+            } else {
+                self.compact_parts(&c, &points, &job, priority)
+            }
         });
         let mut outputs_numbers: Vec<u64> = Vec::new();
         let result = outcome.and_then(|job_output| {
@@ -353,6 +374,7 @@ impl DbInner {
         c: &Compaction,
         points: &[Vec<u8>],
         job: &JobContext,
+        priority: JobPriority,
     ) -> Result<JobOutput> {
         let bounds: Vec<KeyBounds<'_>> = std::iter::once(None)
             .chain(points.iter().map(|p| Some(p.as_slice())))
@@ -363,7 +385,9 @@ impl DbInner {
                     .chain(std::iter::once(None)),
             )
             .collect();
-        let run = |(start, end): KeyBounds<'_>| self.compact_inputs(&mut c.part(start, end), job);
+        let run = |(start, end): KeyBounds<'_>| {
+            self.compact_inputs(&mut c.part(start, end), job, priority)
+        };
         let results: Vec<Result<JobOutput>> = std::thread::scope(|scope| {
             let mut spawned = Vec::new();
             for &range in bounds.iter().skip(1) {
@@ -444,8 +468,13 @@ impl DbInner {
     }
 
     /// Merges the inputs into new tables: the user keys within [`Compaction::key_bounds`] of
-    /// the inputs. Runs without the state lock.
-    fn compact_inputs(&self, c: &mut Compaction, job: &JobContext) -> Result<JobOutput> {
+    /// the inputs, at `priority` (see [`DbInner::merge_at`]). Runs without the state lock.
+    fn compact_inputs(
+        &self,
+        c: &mut Compaction,
+        job: &JobContext,
+        priority: JobPriority,
+    ) -> Result<JobOutput> {
         // Inputs are read once, front to back: they neither enter the block cache nor stay
         // mapped in this process (without release, a 1M-key overwrite's compactions took the
         // resident set from 68 to 119 MB).
@@ -479,146 +508,29 @@ impl DbInner {
             None => input.seek_to_first(),
         }
 
-        let mut outputs: Vec<FileMetaData> = Vec::new();
-        let mut builder: Option<OpenOutput> = None;
-        let mut key_buf: Vec<u8> = Vec::new();
-        // The newest internal key of the user key being assembled, and the key's entries: the
-        // first `n` slots of `entries`. All are reused from key to key, so a key costs no
-        // allocation for its inputs (before, three per key: most of a compaction's allocator
-        // time).
-        let mut first: Vec<u8> = Vec::new();
-        let mut entries: Vec<Entry> = Vec::new();
-        // The allocation of the previous key's output, for the next key's.
-        let mut spare_out: Output<'static> = Vec::new();
-        let mut blob_garbage = BlobTally::new();
-        let collect = c
-            .input_version
-            .blob_files_due_for_collection(self.options.blob_garbage_collection_threshold);
-        let mut relocation: Option<BlobFileWriter> = None;
-        let result = (|| -> Result<()> {
-            while input.valid() {
-                if self.shutting_down.load(Ordering::Acquire) {
-                    return Err(Error::ShuttingDown);
-                }
-                // Gather every entry of the next user key.
-                first.clear();
-                first.extend_from_slice(input.key());
-                if parse_internal_key(&first).is_none() {
-                    return Err(Error::corruption(
-                        "<compaction>",
-                        0,
-                        format!("malformed internal key {first:?}"),
-                    ));
-                }
-                let user_key = &first[..first.len() - TRAILER_LEN];
-                if end
-                    .as_deref()
-                    .is_some_and(|end| self.icmp.compare_user(user_key, end) != CmpOrdering::Less)
-                {
-                    break; // the next part's keys
-                }
-                let mut n = 0;
-                while input.valid() {
-                    let p = parse_internal_key(input.key()).ok_or_else(|| {
-                        Error::corruption("<compaction>", 0, "malformed internal key")
-                    })?;
-                    if self.icmp.compare_user(p.user_key, user_key) != CmpOrdering::Equal {
-                        break;
-                    }
-                    if n == entries.len() {
-                        entries.push(Entry {
-                            sequence: 0,
-                            kind: ValueKind::Value,
-                            value: Vec::new(),
-                        });
-                    }
-                    let slot = &mut entries[n];
-                    slot.sequence = p.sequence;
-                    slot.kind = p.kind;
-                    slot.value.clear();
-                    slot.value.extend_from_slice(input.value());
-                    n += 1;
-                    input.next();
-                }
-                input.status()?;
-                let key_entries = &entries[..n];
-                let mut out = recycle_output(std::mem::take(&mut spare_out));
-                self.resolve_key(c, job, user_key, key_entries, &mut out)?;
-                count_blob_garbage(key_entries, &out, &mut blob_garbage);
-                if !collect.is_empty() {
-                    self.relocate_blobs(
-                        user_key,
-                        &mut out,
-                        &collect,
-                        &mut relocation,
-                        &mut blob_garbage,
-                    )?;
-                }
-                if out.is_empty() {
-                    spare_out = recycle_output(out);
-                    release_large_entries(&mut entries[..n]);
-                    continue;
-                }
-                zero_bottommost_sequence(c, job, user_key, &mut out);
-                // Cut files only between user keys, so no key's versions straddle two files.
-                let cut = match &builder {
-                    Some(o) => {
-                        o.builder.file_size() >= c.max_output_file_size
-                            || c.should_stop_before(&first)
-                    }
-                    None => {
-                        c.should_stop_before(&first);
-                        false
-                    }
-                };
-                if cut {
-                    if let Some(o) = builder.take() {
-                        self.finish_output(o, &mut outputs)?;
-                    }
-                }
-                if builder.is_none() {
-                    let number = self.new_output_number();
-                    let path = table_file_name(&self.dir, number);
-                    let file = match self.options.fs.create(&path) {
-                        Ok(mut file) => {
-                            if c.output_level() >= HUGE_PAGE_MIN_LEVEL {
-                                file.prefer_huge_pages();
-                            }
-                            file
-                        }
-                        Err(e) => {
-                            // The cleanup below releases its number (and any file made).
-                            outputs.push(unfinished_output(number));
-                            return Err(e);
-                        }
-                    };
-                    builder = Some(OpenOutput {
-                        number,
-                        builder: TableBuilder::new(
-                            TableOptions::from_options(&self.options),
-                            file,
-                            path,
-                        ),
-                        oldest_blob: 0,
-                    });
-                }
-                if let Some(o) = builder.as_mut() {
-                    for (seq, kind, value) in out.drain(..) {
-                        if let Some(r) = blob_ref_of(kind, &value) {
-                            if o.oldest_blob == 0 || r.file_number < o.oldest_blob {
-                                o.oldest_blob = r.file_number;
-                            }
-                        }
-                        key_buf.clear();
-                        append_internal_key(&mut key_buf, user_key, seq, kind);
-                        o.builder.add(&key_buf, &value)?;
-                    }
-                }
-                spare_out = recycle_output(out);
-                release_large_entries(&mut entries[..n]);
-            }
-            input.status()
-        })();
+        let mut m = Merge {
+            input,
+            end,
+            outputs: Vec::new(),
+            builder: None,
+            key_buf: Vec::new(),
+            first: Vec::new(),
+            entries: Vec::new(),
+            spare_out: Vec::new(),
+            blob_garbage: BlobTally::new(),
+            collect: c
+                .input_version
+                .blob_files_due_for_collection(self.options.blob_garbage_collection_threshold),
+            relocation: None,
+        };
+        let result = self.merge_at(priority, &mut m, c, job);
+        let Merge {
+            mut outputs,
+            mut builder,
+            blob_garbage,
+            mut relocation,
+            ..
+        } = m;
         let result = result.and_then(|()| {
             // The relocated values must be durable before the edit naming their new home.
             let new_blob = match relocation.as_mut() {
@@ -666,6 +578,192 @@ impl DbInner {
                 Err(e)
             }
         }
+    }
+
+    /// Runs [`DbInner::merge_keys`] over `m` to the end at `priority`.
+    ///
+    /// At [`JobPriority::Low`] the merge starts on a thread of its own at the lowest CPU
+    /// priority. That thread stops before its next user key once the merge is needed sooner
+    /// than spare CPU would finish it, and this one, at its own priority, finishes the merge
+    /// where it stopped:
+    /// - when level 0 reaches `level0_slowdown_writes_trigger`: writers are being slowed for
+    ///   want of compaction;
+    /// - when [`CROWDED_WRITES_TO_RAISE`] writes have queued behind as many writers as there
+    ///   are cores, less one: writer threads alone keep every core busy, and a merge at nice 19
+    ///   would get almost no CPU until level 0 slowed them.
+    ///
+    /// Why: with two writer threads on two cores, a merge kept at nice 19 made no progress until
+    /// level 0 reached the slowdown trigger, and overwriting 1M keys was then slowed about 500
+    /// times (0.3 to 0.6 s) instead of 20 to 140.
+    fn merge_at(
+        &self,
+        priority: JobPriority,
+        m: &mut Merge,
+        c: &mut Compaction,
+        job: &JobContext,
+    ) -> Result<()> {
+        if priority == JobPriority::Low && CAN_LOWER_THREAD_PRIORITY {
+            let crowded_before = self.crowded_writes.load(Ordering::Relaxed);
+            let needed_sooner = || {
+                self.level0_files.load(Ordering::Relaxed)
+                    >= self.options.level0_slowdown_writes_trigger
+                    || self.crowded_writes.load(Ordering::Relaxed) - crowded_before
+                        >= CROWDED_WRITES_TO_RAISE
+            };
+            match run_low(|| self.merge_keys(m, c, job, &needed_sooner)) {
+                Some(Ok(Progress::Paused)) => {
+                    self.stats
+                        .compactions_raised
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Some(done) => return done.map(|_| ()),
+                None => {}
+            }
+        }
+        self.merge_keys(m, c, job, &|| false).map(|_| ())
+    }
+
+    /// Merges user keys from where `m` stands until the inputs or the part's keys end, or
+    /// until `pause`, asked before each user key, says to stop. Runs without the state lock.
+    fn merge_keys(
+        &self,
+        m: &mut Merge,
+        c: &mut Compaction,
+        job: &JobContext,
+        pause: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Progress> {
+        let Merge {
+            input,
+            end,
+            outputs,
+            builder,
+            key_buf,
+            first,
+            entries,
+            spare_out,
+            blob_garbage,
+            collect,
+            relocation,
+        } = m;
+        while input.valid() {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::ShuttingDown);
+            }
+            if pause() {
+                return Ok(Progress::Paused);
+            }
+            // Gather every entry of the next user key.
+            first.clear();
+            first.extend_from_slice(input.key());
+            if parse_internal_key(first).is_none() {
+                return Err(Error::corruption(
+                    "<compaction>",
+                    0,
+                    format!("malformed internal key {first:?}"),
+                ));
+            }
+            let user_key = &first[..first.len() - TRAILER_LEN];
+            if end
+                .as_deref()
+                .is_some_and(|end| self.icmp.compare_user(user_key, end) != CmpOrdering::Less)
+            {
+                break; // the next part's keys
+            }
+            let mut n = 0;
+            while input.valid() {
+                let p = parse_internal_key(input.key()).ok_or_else(|| {
+                    Error::corruption("<compaction>", 0, "malformed internal key")
+                })?;
+                if self.icmp.compare_user(p.user_key, user_key) != CmpOrdering::Equal {
+                    break;
+                }
+                if n == entries.len() {
+                    entries.push(Entry {
+                        sequence: 0,
+                        kind: ValueKind::Value,
+                        value: Vec::new(),
+                    });
+                }
+                let slot = &mut entries[n];
+                slot.sequence = p.sequence;
+                slot.kind = p.kind;
+                slot.value.clear();
+                slot.value.extend_from_slice(input.value());
+                n += 1;
+                input.next();
+            }
+            input.status()?;
+            let key_entries = &entries[..n];
+            let mut out = recycle_output(std::mem::take(spare_out));
+            self.resolve_key(c, job, user_key, key_entries, &mut out)?;
+            count_blob_garbage(key_entries, &out, blob_garbage);
+            if !collect.is_empty() {
+                self.relocate_blobs(user_key, &mut out, collect, relocation, blob_garbage)?;
+            }
+            if out.is_empty() {
+                *spare_out = recycle_output(out);
+                release_large_entries(&mut entries[..n]);
+                continue;
+            }
+            zero_bottommost_sequence(c, job, user_key, &mut out);
+            // Cut files only between user keys, so no key's versions straddle two files.
+            let cut = match builder.as_ref() {
+                Some(o) => {
+                    o.builder.file_size() >= c.max_output_file_size || c.should_stop_before(first)
+                }
+                None => {
+                    c.should_stop_before(first);
+                    false
+                }
+            };
+            if cut {
+                if let Some(o) = builder.take() {
+                    self.finish_output(o, outputs)?;
+                }
+            }
+            if builder.is_none() {
+                let number = self.new_output_number();
+                let path = table_file_name(&self.dir, number);
+                let file = match self.options.fs.create(&path) {
+                    Ok(mut file) => {
+                        if c.output_level() >= HUGE_PAGE_MIN_LEVEL {
+                            file.prefer_huge_pages();
+                        }
+                        file
+                    }
+                    Err(e) => {
+                        // The cleanup below releases its number (and any file made).
+                        outputs.push(unfinished_output(number));
+                        return Err(e);
+                    }
+                };
+                *builder = Some(OpenOutput {
+                    number,
+                    builder: TableBuilder::new(
+                        TableOptions::from_options(&self.options),
+                        file,
+                        path,
+                    ),
+                    oldest_blob: 0,
+                });
+            }
+            if let Some(o) = builder.as_mut() {
+                for (seq, kind, value) in out.drain(..) {
+                    if let Some(r) = blob_ref_of(kind, &value) {
+                        if o.oldest_blob == 0 || r.file_number < o.oldest_blob {
+                            o.oldest_blob = r.file_number;
+                        }
+                    }
+                    key_buf.clear();
+                    append_internal_key(key_buf, user_key, seq, kind);
+                    o.builder.add(key_buf, &value)?;
+                }
+            }
+            *spare_out = recycle_output(out);
+            release_large_entries(&mut entries[..n]);
+        }
+        input.status()?;
+        Ok(Progress::Done)
     }
 
     /// Decides what to write for one user key. `entries` are newest first. See the module docs
@@ -1138,5 +1236,88 @@ impl LevelSource for InputLevel {
 
     fn open(&self, number: u64) -> Result<Arc<TableReader>> {
         self.table_cache.get(number)
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(miri)))]
+mod tests {
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+    use super::*;
+    use crate::{CompactionFilter, Db, Options, WriteBatch};
+
+    /// The calling thread's nice value (per thread on Linux).
+    fn this_threads_nice() -> i32 {
+        // SAFETY: getpriority takes no pointers; `who == 0` names the calling thread.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
+    /// Keeps every entry and records the nice value of each call, in order. Its first call
+    /// counts as many crowded writes as raise a low-priority merge, as if writer threads had
+    /// crowded the cores while the merge ran.
+    #[derive(Default)]
+    struct Crowd {
+        db: OnceLock<Weak<DbInner>>,
+        seen: Mutex<Vec<i32>>,
+    }
+
+    impl CompactionFilter for Crowd {
+        fn name(&self) -> &str {
+            "crowd"
+        }
+
+        fn filter(&self, _level: usize, _key: &[u8], _value: &[u8]) -> FilterDecision {
+            let mut seen = self.seen.lock().expect("crowd lock");
+            if seen.is_empty() {
+                if let Some(db) = self.db.get().and_then(Weak::upgrade) {
+                    db.crowded_writes
+                        .fetch_add(CROWDED_WRITES_TO_RAISE, Ordering::Relaxed);
+                }
+            }
+            seen.push(this_threads_nice());
+            FilterDecision::Keep
+        }
+    }
+
+    #[test]
+    fn a_low_priority_merge_finishes_at_normal_priority_once_writers_crowd_the_cores() {
+        let base = this_threads_nice();
+        assert!(
+            base < 19,
+            "the test runs at nice {base}: it needs a lower one"
+        );
+        let crowd = Arc::new(Crowd::default());
+        let options = Options {
+            low_priority_compactions: true,
+            level0_file_num_compaction_trigger: 2,
+            level0_slowdown_writes_trigger: 1000,
+            level0_stop_writes_trigger: 1000,
+            compaction_filter: Some(crowd.clone()),
+            ..Options::default()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), options).expect("open");
+        crowd.db.set(Arc::downgrade(&db.inner)).expect("set once");
+        // Interleaved keys: the first two flushes go to levels 2 and 1, which they do not
+        // overlap, the next two stay in level 0 and start a compaction.
+        for round in 0..4u32 {
+            let mut batch = WriteBatch::new();
+            for i in 0..1000u32 {
+                batch.put(format!("key{:06}", i * 4 + round), b"value");
+            }
+            db.write(batch).expect("write");
+            db.flush().expect("flush");
+        }
+        db.wait_for_compactions().expect("wait for compactions");
+
+        assert!(db.stats().compactions >= 1, "{:?}", db.stats());
+        assert_eq!(db.stats().compactions_raised, 1, "{:?}", db.stats());
+        let seen = std::mem::take(&mut *crowd.seen.lock().expect("crowd lock"));
+        assert!(seen.len() >= 2000, "{} keys filtered", seen.len());
+        assert_eq!(seen[0], 19, "began at low priority");
+        assert!(
+            seen[1..].iter().all(|&n| n == base),
+            "finished at {base}: {seen:?}"
+        );
     }
 }

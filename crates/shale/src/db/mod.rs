@@ -19,7 +19,7 @@ mod write;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 
@@ -236,6 +236,14 @@ pub(crate) struct DbInner {
     pub(crate) blob_cache: Arc<BlobCache>,
     /// The last sequence number whose write is fully in the memtable.
     pub(crate) last_sequence: AtomicU64,
+    /// Queued writers now spinning before they park (see `write::SpinTurn`).
+    pub(crate) spinning_followers: AtomicUsize,
+    /// Writes that queued behind at least as many writers as there are cores, less one: a sign
+    /// that writer threads alone keep every core busy (see `DbInner::merge_at`).
+    pub(crate) crowded_writes: AtomicU64,
+    /// Tables in level 0 of the current version, for a low-priority compaction's merge to
+    /// watch without the state lock (see `DbInner::merge_at`).
+    pub(crate) level0_files: AtomicUsize,
     /// What readers search, swapped whole on every flush and compaction. An `ArcSwap` lets a
     /// point lookup borrow it without touching a shared reference count, so concurrent readers
     /// do not contend on one cache line.
@@ -566,6 +574,8 @@ impl DbInner {
             self.options.max_open_files,
         );
         self.view.store(Arc::new(view));
+        self.level0_files
+            .store(state.versions.current_ref().num_files(0), Ordering::Relaxed);
     }
 
     pub(crate) fn current_view(&self) -> Arc<ReadView> {

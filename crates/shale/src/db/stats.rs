@@ -24,6 +24,7 @@ pub(crate) struct Counters {
     pub(crate) flush_bytes: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) split_compactions: AtomicU64,
+    pub(crate) compactions_raised: AtomicU64,
     pub(crate) trivial_moves: AtomicU64,
     pub(crate) expired_dropped: AtomicU64,
     pub(crate) expired_bytes_reclaimed: AtomicU64,
@@ -121,6 +122,10 @@ pub struct DbStats {
     /// Of `compactions`, those split into parts that ran at once
     /// ([`crate::Options::max_subcompactions`]).
     pub split_compactions: u64,
+    /// Compaction merges begun at low priority ([`crate::Options::low_priority_compactions`])
+    /// and finished at normal priority, because level 0 reached
+    /// `level0_slowdown_writes_trigger` while they ran.
+    pub compactions_raised: u64,
     /// Tables moved down a level without rewriting.
     pub trivial_moves: u64,
     /// Bytes written to tables, WALs and blob files for each byte of user data.
@@ -229,6 +234,7 @@ impl DbInner {
             flushes: load(&c.flushes),
             compactions: load(&c.compactions),
             split_compactions: load(&c.split_compactions),
+            compactions_raised: load(&c.compactions_raised),
             trivial_moves: load(&c.trivial_moves),
             write_amplification: if user == 0 {
                 0.0
@@ -341,10 +347,11 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     );
     let _ = writeln!(
         out,
-        "Flushes: {}; compactions: {} ({} split); trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
+        "Flushes: {}; compactions: {} ({} split, {} raised from low priority); trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
         s.flushes,
         s.compactions,
         s.split_compactions,
+        s.compactions_raised,
         s.trivial_moves,
         s.slowdowns,
         s.stalls,
