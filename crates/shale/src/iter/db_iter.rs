@@ -18,8 +18,8 @@ use super::InternalIterator;
 use crate::blob::{BlobCache, BlobRef};
 use crate::error::{Error, Result};
 use crate::key::{
-    assign_bytes, make_internal_key, parse_internal_key, Comparator, InternalKeyComparator,
-    SequenceNumber, ValueKind, MAX_SEQUENCE,
+    assign_bytes, make_internal_key, parse_internal_key, user_key, Comparator,
+    InternalKeyComparator, SequenceNumber, ValueKind, MAX_SEQUENCE,
 };
 use crate::merge::MergeOperator;
 
@@ -159,6 +159,11 @@ pub struct DbIterator {
     skip_key: Vec<u8>,
     saved_value: Vec<u8>,
     value_source: ValueSource,
+    /// In reverse: the kind of the entry the inner cursor sits on, when the last backward step
+    /// stopped there, having read it and found it visible, within the upper bound, and of
+    /// the user key before the current one. The next backward step starts from it without
+    /// reading it again. Cleared by every other move.
+    boundary: Option<ValueKind>,
     /// The value read from a blob file for the current position, once asked for.
     blob_value: std::sync::OnceLock<std::result::Result<Vec<u8>, Error>>,
     /// The first failure to read a value from its blob file, kept until the next seek: it
@@ -189,6 +194,7 @@ impl DbIterator {
             skip_key: Vec::new(),
             saved_value: Vec::new(),
             value_source: ValueSource::Saved,
+            boundary: None,
             blob_value: std::sync::OnceLock::new(),
             blob_error: std::sync::OnceLock::new(),
             error: None,
@@ -257,6 +263,7 @@ impl DbIterator {
 
     /// Positions at the first key (at or after the lower bound).
     pub fn seek_to_first(&mut self) {
+        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
@@ -273,6 +280,7 @@ impl DbIterator {
 
     /// Positions at the last key (before the upper bound).
     pub fn seek_to_last(&mut self) {
+        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
@@ -289,6 +297,7 @@ impl DbIterator {
 
     /// Positions at the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
+        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
@@ -314,6 +323,7 @@ impl DbIterator {
                 return;
             }
         }
+        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
@@ -328,6 +338,7 @@ impl DbIterator {
         if !self.valid() {
             return;
         }
+        self.boundary = None;
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
             self.inner
@@ -351,6 +362,7 @@ impl DbIterator {
         }
         if self.direction == Direction::Forward {
             self.direction = Direction::Reverse;
+            self.boundary = None;
             let target = make_internal_key(&self.saved_key, MAX_SEQUENCE, ValueKind::FOR_SEEK);
             self.inner.seek_for_prev(&target);
         }
@@ -358,6 +370,7 @@ impl DbIterator {
     }
 
     fn fail(&mut self, error: Error) {
+        self.boundary = None;
         self.error = Some(error);
         self.valid = false;
     }
@@ -549,6 +562,10 @@ impl DbIterator {
     fn find_prev_user_entry(&mut self) {
         self.valid = false;
         self.blob_value = std::sync::OnceLock::new();
+        // The kind of the entry the cursor sits on, when the previous step stopped there and so
+        // already read it and found it visible and within the upper bound.
+        let mut known = self.boundary.take();
+        let bytewise = self.ctx.icmp.is_bytewise();
         // State of the key being assembled, applied oldest entry first: the key in
         // `saved_key`, its base value in `saved_value` (both reused, so stepping back allocates
         // nothing for plain values).
@@ -558,70 +575,90 @@ impl DbIterator {
         let mut base_is_blob = false;
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut deleted = true;
-        while self.inner.valid() {
-            let Some(parsed) = parse_internal_key(self.inner.key()) else {
-                self.corrupt_key();
-                return;
-            };
-            if parsed.sequence <= self.ctx.sequence && !self.past_upper(parsed.user_key) {
-                let same = has_current
-                    && self.ctx.icmp.compare_user(parsed.user_key, &self.saved_key)
-                        == Ordering::Equal;
-                if !same {
-                    if has_current && (!deleted || !operands.is_empty()) {
-                        break; // the key assembled so far is live
-                    }
-                    if self.below_lower(parsed.user_key) {
-                        has_current = false;
+        loop {
+            let (key, kind) = match known.take() {
+                Some(kind) => (user_key(self.inner.key()), kind),
+                None => {
+                    if !self.inner.valid() {
                         break;
                     }
-                    assign_bytes(&mut self.saved_key, parsed.user_key);
-                    has_current = true;
+                    let Some(parsed) = parse_internal_key(self.inner.key()) else {
+                        self.corrupt_key();
+                        return;
+                    };
+                    if parsed.sequence > self.ctx.sequence || self.past_upper(parsed.user_key) {
+                        self.inner.prev();
+                        continue;
+                    }
+                    (parsed.user_key, parsed.kind)
+                }
+            };
+            let same = has_current
+                && if bytewise {
+                    key == self.saved_key.as_slice()
+                } else {
+                    self.ctx.icmp.compare_user(key, &self.saved_key) == Ordering::Equal
+                };
+            if !same {
+                if has_current && (!deleted || !operands.is_empty()) {
+                    // The key assembled so far is live. The next step back starts from this
+                    // entry without reading it again.
+                    self.boundary = Some(kind);
+                    break;
+                }
+                if self.below_lower(key) {
+                    has_current = false;
+                    break;
+                }
+                assign_bytes(&mut self.saved_key, key);
+                has_current = true;
+                has_base = false;
+                operands.clear();
+                deleted = true;
+            }
+            match kind {
+                ValueKind::Deletion => {
                     has_base = false;
                     operands.clear();
                     deleted = true;
                 }
-                match parsed.kind {
-                    ValueKind::Deletion => {
-                        has_base = false;
-                        operands.clear();
-                        deleted = true;
-                    }
-                    ValueKind::Value | ValueKind::BlobIndex => {
-                        assign_bytes(&mut self.saved_value, self.inner.value());
-                        has_base = true;
-                        base_is_blob = parsed.kind.is_blob();
-                        operands.clear();
-                        deleted = false;
-                    }
-                    ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
-                        operands.clear();
-                        match split_expiring(self.inner.value()) {
-                            Some((expiry, v)) if !self.ctx.expired(expiry) => {
-                                assign_bytes(&mut self.saved_value, v);
-                                has_base = true;
-                                base_is_blob = parsed.kind.is_blob();
-                                deleted = false;
-                            }
-                            Some(_) => {
-                                has_base = false;
-                                deleted = true;
-                            }
-                            None => {
-                                self.saved_key = parsed.user_key.to_vec();
-                                self.corrupt_value();
-                                return;
-                            }
+                ValueKind::Value | ValueKind::BlobIndex => {
+                    assign_bytes(&mut self.saved_value, self.inner.value());
+                    has_base = true;
+                    base_is_blob = kind.is_blob();
+                    operands.clear();
+                    deleted = false;
+                }
+                ValueKind::ExpiringValue | ValueKind::ExpiringBlobIndex => {
+                    operands.clear();
+                    match split_expiring(self.inner.value()) {
+                        Some((expiry, v)) if !self.ctx.expired(expiry) => {
+                            assign_bytes(&mut self.saved_value, v);
+                            has_base = true;
+                            base_is_blob = kind.is_blob();
+                            deleted = false;
+                        }
+                        Some(_) => {
+                            has_base = false;
+                            deleted = true;
+                        }
+                        None => {
+                            self.saved_key = key.to_vec();
+                            self.corrupt_value();
+                            return;
                         }
                     }
-                    ValueKind::Merge => operands.push(self.inner.value().to_vec()),
                 }
+                ValueKind::Merge => operands.push(self.inner.value().to_vec()),
             }
             self.inner.prev();
         }
-        if let Err(e) = self.inner.status() {
-            self.fail(e);
-            return;
+        // A valid cursor has met no error (the iterator contract).
+        if !self.inner.valid() {
+            if let Err(e) = self.inner.status() {
+                self.fail(e);
+                return;
+            }
         }
         if !has_current || (deleted && operands.is_empty()) {
             return;
