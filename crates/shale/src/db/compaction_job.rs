@@ -212,9 +212,9 @@ fn run_low<T: Send>(work: impl FnOnce() -> T + Send) -> Option<T> {
     })
 }
 
-/// Writes queued behind as many writers as there are cores, less one, during a low-priority
-/// merge, that make it finish at normal priority ([`DbInner::merge_at`]): enough that several
-/// threads are writing at once, not one brief overlap.
+/// Writes queued behind as many other writers as there are cores, less one, during a
+/// low-priority merge, that make it finish at normal priority ([`DbInner::merge_at`]): enough
+/// that several threads are writing at once, not one brief overlap.
 const CROWDED_WRITES_TO_RAISE: u64 = 64;
 
 /// Where [`DbInner::merge_keys`] stopped.
@@ -531,25 +531,6 @@ impl DbInner {
             mut relocation,
             ..
         } = m;
-        let result = result.and_then(|()| {
-            // The relocated values must be durable before the edit naming their new home.
-            let new_blob = match relocation.as_mut() {
-                Some(w) => {
-                    w.flush()?;
-                    w.sync(self.options.fs.as_ref())?;
-                    w.close()?;
-                    Some((w.number(), w.record_bytes()))
-                }
-                None => None,
-            };
-            if let Some(o) = builder.take() {
-                self.finish_output(o, &mut outputs)?;
-            }
-            if !outputs.is_empty() {
-                self.options.fs.sync_dir(&self.dir)?;
-            }
-            Ok(new_blob)
-        });
         match result {
             Ok(new_blob) => Ok(JobOutput {
                 tables: outputs,
@@ -580,28 +561,30 @@ impl DbInner {
         }
     }
 
-    /// Runs [`DbInner::merge_keys`] over `m` to the end at `priority`.
+    /// Runs [`DbInner::merge_keys`] over `m` to the end at `priority`, then finishes it
+    /// ([`DbInner::finish_merge`]), whose result it returns.
     ///
     /// At [`JobPriority::Low`] the merge starts on a thread of its own at the lowest CPU
-    /// priority. That thread stops before its next user key once the merge is needed sooner
-    /// than spare CPU would finish it, and this one, at its own priority, finishes the merge
-    /// where it stopped:
+    /// priority, which also finishes it. That thread stops before its next user key once the
+    /// merge is needed sooner than spare CPU would finish it, and this one, at its own
+    /// priority, takes the merge over where it stopped:
     /// - when level 0 reaches `level0_slowdown_writes_trigger`: writers are being slowed for
-    ///   want of compaction;
-    /// - when [`CROWDED_WRITES_TO_RAISE`] writes have queued behind as many writers as there
-    ///   are cores, less one: writer threads alone keep every core busy, and a merge at nice 19
-    ///   would get almost no CPU until level 0 slowed them.
+    ///   want of compaction (a merge into a deeper level is raised too, as one picked then runs
+    ///   at normal priority: it holds the compaction slot level 0's would take);
+    /// - when [`CROWDED_WRITES_TO_RAISE`] writes have queued behind as many other writers as
+    ///   there are cores, less one: writer threads alone keep every core busy, and a merge at
+    ///   nice 19 would get almost no CPU until level 0 slowed them.
     ///
-    /// Why: with two writer threads on two cores, a merge kept at nice 19 made no progress until
-    /// level 0 reached the slowdown trigger, and overwriting 1M keys was then slowed about 500
-    /// times (0.3 to 0.6 s) instead of 20 to 140.
+    /// Why: with two writer threads on two cores, a merge kept at nice 19 made no progress
+    /// until level 0 reached the slowdown trigger; overwriting 1M keys then slowed about 500
+    /// writes instead of 0 to 140 (`docs/benchmarks.md`, "Changes of the last sessions").
     fn merge_at(
         &self,
         priority: JobPriority,
         m: &mut Merge,
         c: &mut Compaction,
         job: &JobContext,
-    ) -> Result<()> {
+    ) -> Result<Option<(u64, u64)>> {
         if priority == JobPriority::Low && CAN_LOWER_THREAD_PRIORITY {
             let crowded_before = self.crowded_writes.load(Ordering::Relaxed);
             let needed_sooner = || {
@@ -610,17 +593,46 @@ impl DbInner {
                     || self.crowded_writes.load(Ordering::Relaxed) - crowded_before
                         >= CROWDED_WRITES_TO_RAISE
             };
-            match run_low(|| self.merge_keys(m, c, job, &needed_sooner)) {
-                Some(Ok(Progress::Paused)) => {
+            let low = run_low(|| match self.merge_keys(m, c, job, &needed_sooner) {
+                Ok(Progress::Done) => Some(self.finish_merge(m)),
+                Ok(Progress::Paused) => None,
+                Err(e) => Some(Err(e)),
+            });
+            match low {
+                Some(Some(finished)) => return finished,
+                Some(None) => {
                     self.stats
                         .compactions_raised
                         .fetch_add(1, Ordering::Relaxed);
                 }
-                Some(done) => return done.map(|_| ()),
                 None => {}
             }
         }
-        self.merge_keys(m, c, job, &|| false).map(|_| ())
+        self.merge_keys(m, c, job, &|| false)?;
+        self.finish_merge(m)
+    }
+
+    /// Completes a merge that ran to its end: closes its relocation blob file and its last
+    /// table, each synced, then syncs the directory. Returns the blob file's number and record
+    /// bytes, if it wrote one. On failure the caller removes what `m` names.
+    fn finish_merge(&self, m: &mut Merge) -> Result<Option<(u64, u64)>> {
+        // The relocated values must be durable before the edit naming their new home.
+        let new_blob = match m.relocation.as_mut() {
+            Some(w) => {
+                w.flush()?;
+                w.sync(self.options.fs.as_ref())?;
+                w.close()?;
+                Some((w.number(), w.record_bytes()))
+            }
+            None => None,
+        };
+        if let Some(o) = m.builder.take() {
+            self.finish_output(o, &mut m.outputs)?;
+        }
+        if !m.outputs.is_empty() {
+            self.options.fs.sync_dir(&self.dir)?;
+        }
+        Ok(new_blob)
     }
 
     /// Merges user keys from where `m` stands until the inputs or the part's keys end, or

@@ -236,10 +236,9 @@ pub(crate) struct DbInner {
     pub(crate) blob_cache: Arc<BlobCache>,
     /// The last sequence number whose write is fully in the memtable.
     pub(crate) last_sequence: AtomicU64,
-    /// Queued writers now spinning before they park (see `write::SpinTurn`).
-    pub(crate) spinning_followers: AtomicUsize,
-    /// Writes that queued behind at least as many writers as there are cores, less one: a sign
-    /// that writer threads alone keep every core busy (see `DbInner::merge_at`).
+    /// Writes that queued behind at least as many other writers as there are cores, less one
+    /// (with one core, every write that queued behind another): a sign that writer threads
+    /// alone keep every core busy (see `DbInner::merge_at`).
     pub(crate) crowded_writes: AtomicU64,
     /// Tables in level 0 of the current version, for a low-priority compaction's merge to
     /// watch without the state lock (see `DbInner::merge_at`).

@@ -314,7 +314,6 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         blob_writer: Mutex::new(None),
         blob_cache: p.blob_cache,
         last_sequence: AtomicU64::new(p.last_sequence),
-        spinning_followers: AtomicUsize::new(0),
         level0_files: AtomicUsize::new(level0_files),
         crowded_writes: AtomicU64::new(0),
         view: ArcSwap::from_pointee(view),

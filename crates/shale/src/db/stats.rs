@@ -122,9 +122,10 @@ pub struct DbStats {
     /// Of `compactions`, those split into parts that ran at once
     /// ([`crate::Options::max_subcompactions`]).
     pub split_compactions: u64,
-    /// Compaction merges begun at low priority ([`crate::Options::low_priority_compactions`])
-    /// and finished at normal priority, because level 0 reached
-    /// `level0_slowdown_writes_trigger` while they ran.
+    /// Merges begun at low priority ([`crate::Options::low_priority_compactions`]) and
+    /// finished at normal priority, because level 0 reached `level0_slowdown_writes_trigger`
+    /// or writer threads crowded every core while they ran. Each part of a split compaction is
+    /// a merge of its own, so this may exceed `compactions`.
     pub compactions_raised: u64,
     /// Tables moved down a level without rewriting.
     pub trivial_moves: u64,
@@ -347,7 +348,7 @@ pub(crate) fn format_stats(s: &DbStats) -> String {
     );
     let _ = writeln!(
         out,
-        "Flushes: {}; compactions: {} ({} split, {} raised from low priority); trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
+        "Flushes: {}; compactions: {} ({} split); merges raised from low priority: {}; trivial moves: {}; slowdowns: {}; stalls: {} ({:.3} s waited)",
         s.flushes,
         s.compactions,
         s.split_compactions,
