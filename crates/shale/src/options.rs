@@ -145,10 +145,10 @@ pub struct Options {
     ///
     /// Measured on two cores (`docs/benchmarks.md`, medians of 6 alternated pairs): with one
     /// writer thread, random fills ran 11% and batched random fills 18% faster, overwrites 8%
-    /// and merges 8% slower, and the backward scan right after the fills 22% slower, as they
-    /// left more of level 0 to compact; two readers beside a writer took 7.5 -> 6.1 us a read
-    /// while the writer wrote about 30% less (3 pairs); two writer threads ran as fast as
-    /// without it. Hence off by default. Default: `false`.
+    /// and merges 8% slower, and the backward scan right after the fills 22% slower; two
+    /// readers beside a writer took 7.5 -> 6.1 us a read while the writer wrote about 30%
+    /// less (3 pairs); two writer threads ran as fast as without it. Hence off by default.
+    /// Default: `false`.
     pub low_priority_compactions: bool,
     /// Most parts one background compaction is split into, by key range, each written by its
     /// own thread at the same time (RocksDB's `max_subcompactions`). A compaction splits at the

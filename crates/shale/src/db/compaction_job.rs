@@ -575,9 +575,9 @@ impl DbInner {
     ///   there are cores, less one: writer threads alone keep every core busy, and a merge at
     ///   nice 19 would get almost no CPU until level 0 slowed them.
     ///
-    /// Why: with two writer threads on two cores, a merge kept at nice 19 made no progress
-    /// until level 0 reached the slowdown trigger; overwriting 1M keys then slowed about 500
-    /// writes instead of 0 to 140 (`docs/benchmarks.md`, "Changes of the last sessions").
+    /// Why: with two writer threads on two cores, a merge kept at nice 19 fell behind until
+    /// level 0 reached the slowdown trigger; overwriting 1M keys then slowed about 500 writes
+    /// instead of 0 to 140 (`docs/benchmarks.md`, "Changes of the last sessions").
     fn merge_at(
         &self,
         priority: JobPriority,
