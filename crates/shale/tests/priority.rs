@@ -26,15 +26,29 @@ fn this_threads_nice() -> i32 {
         .expect("the nice field")
 }
 
-/// Keeps every entry and notes the nice value of each thread it was called on.
+/// Keeps every entry and notes, in order, the nice value of the thread of each call. With a
+/// hold, its first call signals `entered` and waits for `release`.
 #[derive(Default)]
 struct NiceRecorder {
-    seen: Mutex<BTreeSet<i32>>,
+    seen: Mutex<Vec<i32>>,
+    hold: Option<Hold>,
+}
+
+/// The channels a [`NiceRecorder`]'s first call is held on.
+struct Hold {
+    entered: Mutex<Option<mpsc::Sender<()>>>,
+    release: Mutex<mpsc::Receiver<()>>,
 }
 
 impl NiceRecorder {
-    fn take(&self) -> BTreeSet<i32> {
+    /// The nice values noted so far, in call order, forgotten here.
+    fn take(&self) -> Vec<i32> {
         std::mem::take(&mut *self.seen.lock().expect("recorder lock"))
+    }
+
+    /// The distinct nice values noted so far, forgotten here.
+    fn take_set(&self) -> BTreeSet<i32> {
+        self.take().into_iter().collect()
     }
 }
 
@@ -45,7 +59,18 @@ impl CompactionFilter for NiceRecorder {
 
     fn filter(&self, _level: usize, _key: &[u8], _value: &[u8]) -> FilterDecision {
         let nice = this_threads_nice();
-        self.seen.lock().expect("recorder lock").insert(nice);
+        self.seen.lock().expect("recorder lock").push(nice);
+        if let Some(hold) = &self.hold {
+            let first = hold.entered.lock().expect("recorder lock").take();
+            if let Some(entered) = first {
+                entered.send(()).expect("the test waits");
+                hold.release
+                    .lock()
+                    .expect("recorder lock")
+                    .recv_timeout(Duration::from_secs(60))
+                    .expect("released");
+            }
+        }
         FilterDecision::Keep
     }
 }
@@ -85,10 +110,10 @@ fn background_compaction_nice(options: Options) -> BTreeSet<i32> {
     for i in (0..24 * 2000).step_by(7) {
         assert_eq!(db.get(key(i)).expect("get"), Some(value(i)), "key {i}");
     }
-    let seen = recorder.take();
+    let seen = recorder.take_set();
     // A manual compaction runs on the caller's thread, at its priority, whatever the option.
     db.compact_range(None, None).expect("compact");
-    let manual = recorder.take();
+    let manual = recorder.take_set();
     assert_eq!(manual, BTreeSet::from([this_threads_nice()]), "manual");
     seen
 }
@@ -139,36 +164,6 @@ fn background_compactions_merge_at_the_lowest_priority_unless_writes_wait_for_th
     );
 }
 
-/// Records the nice value of each call, in order, and holds the first call until released.
-struct Gate {
-    seen: Mutex<Vec<i32>>,
-    entered: Mutex<Option<mpsc::Sender<()>>>,
-    release: Mutex<mpsc::Receiver<()>>,
-}
-
-impl CompactionFilter for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-
-    fn filter(&self, _level: usize, _key: &[u8], _value: &[u8]) -> FilterDecision {
-        self.seen
-            .lock()
-            .expect("gate lock")
-            .push(this_threads_nice());
-        let first = self.entered.lock().expect("gate lock").take();
-        if let Some(entered) = first {
-            entered.send(()).expect("the test waits");
-            self.release
-                .lock()
-                .expect("gate lock")
-                .recv_timeout(Duration::from_secs(60))
-                .expect("released");
-        }
-        FilterDecision::Keep
-    }
-}
-
 #[test]
 fn a_low_priority_merge_finishes_at_normal_priority_once_writers_are_slowed_for_it() {
     let base = this_threads_nice();
@@ -178,10 +173,12 @@ fn a_low_priority_merge_finishes_at_normal_priority_once_writers_are_slowed_for_
     );
     let (entered_tx, entered_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel();
-    let gate = Arc::new(Gate {
+    let recorder = Arc::new(NiceRecorder {
         seen: Mutex::new(Vec::new()),
-        entered: Mutex::new(Some(entered_tx)),
-        release: Mutex::new(release_rx),
+        hold: Some(Hold {
+            entered: Mutex::new(Some(entered_tx)),
+            release: Mutex::new(release_rx),
+        }),
     });
     // Interleaved keys: the first two tables go to levels 2 and 1, which they do not overlap;
     // the next two stay in level 0 and start a compaction while writers are not slowed (at
@@ -191,7 +188,7 @@ fn a_low_priority_merge_finishes_at_normal_priority_once_writers_are_slowed_for_
         level0_file_num_compaction_trigger: 2,
         level0_slowdown_writes_trigger: 3,
         level0_stop_writes_trigger: 1000,
-        compaction_filter: Some(gate.clone()),
+        compaction_filter: Some(recorder.clone()),
         ..Options::default()
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -216,7 +213,7 @@ fn a_low_priority_merge_finishes_at_normal_priority_once_writers_are_slowed_for_
     db.wait_for_compactions().expect("wait for compactions");
 
     assert!(db.stats().compactions_raised >= 1, "{:?}", db.stats());
-    let seen = std::mem::take(&mut *gate.seen.lock().expect("gate lock"));
+    let seen = recorder.take();
     assert_eq!(seen.first(), Some(&19), "began at low priority");
     assert_eq!(seen.last(), Some(&base), "finished at normal priority");
     for i in (0..5 * 2000).step_by(7) {

@@ -67,8 +67,7 @@ impl DbInner {
                     // Once level 0 slows the writers for want of compaction, it runs at
                     // normal priority, as a manual one does.
                     let priority = if self.options.low_priority_compactions
-                        && state.versions.current_ref().num_files(0)
-                            < self.options.level0_slowdown_writes_trigger
+                        && !self.level0_slows_writes(state.versions.current_ref())
                     {
                         JobPriority::Low
                     } else {

@@ -587,11 +587,12 @@ impl DbInner {
     ) -> Result<Option<(u64, u64)>> {
         if priority == JobPriority::Low && CAN_LOWER_THREAD_PRIORITY {
             let crowded_before = self.crowded_writes.load(Ordering::Relaxed);
+            // Level 0 is read from the readers' view, which every version change updates,
+            // so the check takes no lock.
             let needed_sooner = || {
-                self.level0_files.load(Ordering::Relaxed)
-                    >= self.options.level0_slowdown_writes_trigger
-                    || self.crowded_writes.load(Ordering::Relaxed) - crowded_before
-                        >= CROWDED_WRITES_TO_RAISE
+                self.crowded_writes.load(Ordering::Relaxed) - crowded_before
+                    >= CROWDED_WRITES_TO_RAISE
+                    || self.level0_slows_writes(&self.view.load().version)
             };
             let low = run_low(|| match self.merge_keys(m, c, job, &needed_sooner) {
                 Ok(Progress::Done) => Some(self.finish_merge(m)),

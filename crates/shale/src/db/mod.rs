@@ -19,7 +19,7 @@ mod write;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
 
@@ -240,9 +240,6 @@ pub(crate) struct DbInner {
     /// (with one core, every write that queued behind another): a sign that writer threads
     /// alone keep every core busy (see `DbInner::merge_at`).
     pub(crate) crowded_writes: AtomicU64,
-    /// Tables in level 0 of the current version, for a low-priority compaction's merge to
-    /// watch without the state lock (see `DbInner::merge_at`).
-    pub(crate) level0_files: AtomicUsize,
     /// What readers search, swapped whole on every flush and compaction. An `ArcSwap` lets a
     /// point lookup borrow it without touching a shared reference count, so concurrent readers
     /// do not contend on one cache line.
@@ -573,8 +570,12 @@ impl DbInner {
             self.options.max_open_files,
         );
         self.view.store(Arc::new(view));
-        self.level0_files
-            .store(state.versions.current_ref().num_files(0), Ordering::Relaxed);
+    }
+
+    /// Whether `version`'s level 0 holds `level0_slowdown_writes_trigger` tables: writers are
+    /// then delayed for want of compaction.
+    pub(crate) fn level0_slows_writes(&self, version: &Version) -> bool {
+        version.num_files(0) >= self.options.level0_slowdown_writes_trigger
     }
 
     pub(crate) fn current_view(&self) -> Arc<ReadView> {

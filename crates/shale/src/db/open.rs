@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -280,7 +280,6 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         p.versions.current(),
         p.options.max_open_files,
     );
-    let level0_files = p.versions.current_ref().num_files(0);
     DbInner {
         chunk_pool: p.chunk_pool,
         dir: p.dir.to_path_buf(),
@@ -314,7 +313,6 @@ fn build_inner(p: Parts<'_>) -> DbInner {
         blob_writer: Mutex::new(None),
         blob_cache: p.blob_cache,
         last_sequence: AtomicU64::new(p.last_sequence),
-        level0_files: AtomicUsize::new(level0_files),
         crowded_writes: AtomicU64::new(0),
         view: ArcSwap::from_pointee(view),
         stats: Default::default(),

@@ -693,7 +693,7 @@ impl DbInner {
                 return Err(Error::ShuttingDown);
             }
             let l0_files = state.versions.current_ref().num_files(0);
-            if allow_delay && l0_files >= self.options.level0_slowdown_writes_trigger {
+            if allow_delay && self.level0_slows_writes(state.versions.current_ref()) {
                 // Give compaction a little CPU instead of stopping the writer later.
                 self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);
                 let started = Instant::now();

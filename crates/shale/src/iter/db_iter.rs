@@ -159,10 +159,10 @@ pub struct DbIterator {
     skip_key: Vec<u8>,
     saved_value: Vec<u8>,
     value_source: ValueSource,
-    /// In reverse: the kind of the entry the inner cursor sits on, when the last backward step
-    /// stopped there, having read it and found it visible, within the upper bound, and of
-    /// the user key before the current one. The next backward step starts from it without
-    /// reading it again. Cleared by every other move.
+    /// Left by the last backward step: the kind of the entry the inner cursor sits on, when the
+    /// step stopped there, having read it and found it visible, within the upper bound, and of
+    /// the user key before the current one. Read only by `prev` while valid in reverse, when
+    /// the last move was that step.
     boundary: Option<ValueKind>,
     /// The value read from a blob file for the current position, once asked for.
     blob_value: std::sync::OnceLock<std::result::Result<Vec<u8>, Error>>,
@@ -263,7 +263,6 @@ impl DbIterator {
 
     /// Positions at the first key (at or after the lower bound).
     pub fn seek_to_first(&mut self) {
-        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
@@ -280,7 +279,6 @@ impl DbIterator {
 
     /// Positions at the last key (before the upper bound).
     pub fn seek_to_last(&mut self) {
-        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
@@ -292,12 +290,11 @@ impl DbIterator {
             )),
             None => self.inner.seek_to_last(),
         }
-        self.find_prev_user_entry();
+        self.find_prev_user_entry(None);
     }
 
     /// Positions at the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
-        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Forward;
@@ -323,14 +320,13 @@ impl DbIterator {
                 return;
             }
         }
-        self.boundary = None;
         self.error = None;
         self.blob_error = std::sync::OnceLock::new();
         self.direction = Direction::Reverse;
         // The smallest trailer sorts last among the target's entries.
         self.inner
             .seek_for_prev(&make_internal_key(target, 0, ValueKind::Deletion));
-        self.find_prev_user_entry();
+        self.find_prev_user_entry(None);
     }
 
     /// Moves to the next key. REQUIRES: `valid()`.
@@ -338,7 +334,6 @@ impl DbIterator {
         if !self.valid() {
             return;
         }
-        self.boundary = None;
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
             self.inner
@@ -360,17 +355,19 @@ impl DbIterator {
         if !self.valid() {
             return;
         }
-        if self.direction == Direction::Forward {
+        let known = if self.direction == Direction::Forward {
             self.direction = Direction::Reverse;
-            self.boundary = None;
             let target = make_internal_key(&self.saved_key, MAX_SEQUENCE, ValueKind::FOR_SEEK);
             self.inner.seek_for_prev(&target);
-        }
-        self.find_prev_user_entry();
+            None
+        } else {
+            // Valid in reverse: the last move was a backward step, which left `boundary`.
+            self.boundary
+        };
+        self.find_prev_user_entry(known);
     }
 
     fn fail(&mut self, error: Error) {
-        self.boundary = None;
         self.error = Some(error);
         self.valid = false;
     }
@@ -558,13 +555,13 @@ impl DbIterator {
     }
 
     /// Reverse: the inner iterator is at or before the last entry of the wanted key; walks back
-    /// over whole user keys until one resolves to a value.
-    fn find_prev_user_entry(&mut self) {
+    /// over whole user keys until one resolves to a value. `known` is the kind of the entry the
+    /// cursor sits on when the previous backward step stopped there (its `boundary`), so that
+    /// entry is not read again.
+    fn find_prev_user_entry(&mut self, mut known: Option<ValueKind>) {
         self.valid = false;
+        self.boundary = None;
         self.blob_value = std::sync::OnceLock::new();
-        // The kind of the entry the cursor sits on, when the previous step stopped there and so
-        // already read it and found it visible and within the upper bound.
-        let mut known = self.boundary.take();
         let bytewise = self.ctx.icmp.is_bytewise();
         // State of the key being assembled, applied oldest entry first: the key in
         // `saved_key`, its base value in `saved_value` (both reused, so stepping back allocates
