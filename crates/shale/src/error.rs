@@ -72,6 +72,16 @@ pub enum Error {
     /// The database was closed; background work is stopping.
     #[error("database is shutting down")]
     ShuttingDown,
+    /// A background flush or compaction panicked: in a merge operator, compaction filter or
+    /// comparator supplied by the user, or in the engine itself. The database is poisoned by
+    /// it (writes then fail with [`Error::Poisoned`] naming it); reads go on.
+    #[error("a background {job} panicked: {message}")]
+    Panicked {
+        /// The job: "flush" or "compaction".
+        job: &'static str,
+        /// The panic's message, if it had one.
+        message: String,
+    },
 }
 
 impl Error {
@@ -164,6 +174,10 @@ impl Error {
                 message: message.clone(),
             },
             Error::ShuttingDown => Error::ShuttingDown,
+            Error::Panicked { job, message } => Error::Panicked {
+                job,
+                message: message.clone(),
+            },
         }
     }
 }

@@ -47,7 +47,8 @@ impl DbInner {
             let healthy = state.bg_error.is_none();
             if healthy && !state.imm.is_empty() && !state.flush_running {
                 state.flush_running = true;
-                if let Err(e) = self.flush_oldest(&mut state) {
+                let flushed = self.catch_job(&mut state, "flush", |state| self.flush_oldest(state));
+                if let Err(e) = flushed {
                     if !matches!(e, Error::ShuttingDown) {
                         self.set_bg_error(&mut state, &e);
                     }
@@ -73,12 +74,10 @@ impl DbInner {
                     } else {
                         JobPriority::Normal
                     };
-                    let result = self.run_compaction(
-                        &mut state,
-                        c,
-                        self.options.max_subcompactions,
-                        priority,
-                    );
+                    let parts = self.options.max_subcompactions;
+                    let result = self.catch_job(&mut state, "compaction", |state| {
+                        self.run_compaction(state, c, parts, priority)
+                    });
                     state.compaction_running = false;
                     if let Err(e) = result {
                         if !matches!(e, Error::ShuttingDown) {
@@ -126,6 +125,28 @@ impl DbInner {
                 None => self.work_available.wait(&mut state),
             }
         }
+    }
+
+    /// Runs a flush or compaction `work` with `state` held, as the job's own code does; a panic
+    /// in it (a user's merge operator, compaction filter or comparator, or a bug) becomes
+    /// [`Error::Panicked`], with `state` locked again (a guard's `unlocked` section relocks as
+    /// it unwinds). The caller then clears the job's running flag and poisons the database as
+    /// for any failed job. Uncaught, the panic ended the background thread with the job still
+    /// marked running: no compaction ran again, and writers waited for ever once level 0
+    /// stopped them.
+    fn catch_job<T>(
+        &self,
+        state: &mut MutexGuard<'_, DbState>,
+        job: &'static str,
+        work: impl FnOnce(&mut MutexGuard<'_, DbState>) -> Result<T>,
+    ) -> Result<T> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state))).unwrap_or_else(
+            |panic| {
+                let message = panic_message(panic.as_ref());
+                tracing::error!(dir = %self.dir.display(), job, %message, "background job panicked");
+                Err(Error::Panicked { job, message })
+            },
+        )
     }
 
     /// Wakes the background threads and returns once no flush or compaction is due or running
@@ -481,7 +502,9 @@ impl DbInner {
                 .options
                 .max_subcompactions
                 .max(self.options.max_background_jobs);
-            let r = self.run_compaction(&mut state, c, parts, JobPriority::Normal);
+            let r = self.catch_job(&mut state, "compaction", |state| {
+                self.run_compaction(state, c, parts, JobPriority::Normal)
+            });
             state.compaction_running = false;
             self.background_done.notify_all();
             if let Err(e) = r {
@@ -494,6 +517,17 @@ impl DbInner {
         state.manual_waiting -= 1;
         self.work_available.notify_all();
         result
+    }
+}
+
+/// The text a panic was raised with (`panic!` gives a `&str` or a `String`).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
     }
 }
 

@@ -1,0 +1,233 @@
+//! A background job that panics (here in a user's compaction filter or merge operator) poisons
+//! the database with [`Error::Panicked`] instead of ending its thread with the job marked
+//! running: writers then get an error naming the panic instead of waiting for ever on a level
+//! 0 no compaction will ever shrink, reads go on, the handle closes, and a reopen without the
+//! faulty code finds every acknowledged write.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shale::{CompactionFilter, Db, Error, FilterDecision, MergeOperator, Options};
+
+/// Panics on the key `boom`, keeps every other entry.
+struct PanicsOnBoom;
+
+impl CompactionFilter for PanicsOnBoom {
+    fn name(&self) -> &str {
+        "panics-on-boom"
+    }
+
+    fn filter(&self, _level: usize, key: &[u8], _value: &[u8]) -> FilterDecision {
+        assert_ne!(key, b"boom", "the test filter met its key");
+        FilterDecision::Keep
+    }
+}
+
+/// Concatenates operands, but panics on any full merge of the key `boom`.
+struct PanickingAppend;
+
+impl MergeOperator for PanickingAppend {
+    fn name(&self) -> &str {
+        "panicking-append"
+    }
+
+    fn full_merge(
+        &self,
+        key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> Result<Vec<u8>, String> {
+        if key == b"boom" {
+            panic!("the test operator met {}", String::from_utf8_lossy(key));
+        }
+        let mut out = existing.unwrap_or_default().to_vec();
+        for op in operands {
+            out.extend_from_slice(op);
+        }
+        Ok(out)
+    }
+}
+
+/// Small buffers and triggers, so that a few hundred writes flush and compact, and level 0
+/// stops writers soon if compactions never run.
+fn small_options() -> Options {
+    Options {
+        write_buffer_size: 64 * 1024,
+        level0_file_num_compaction_trigger: 2,
+        level0_slowdown_writes_trigger: 3,
+        level0_stop_writes_trigger: 4,
+        ..Options::default()
+    }
+}
+
+/// Keys cycle over a small range, so that every table overlaps every other and no compaction
+/// is a trivial move (which would leave the faulty code uncalled).
+const KEYS: usize = 300;
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key{:04}", i % KEYS).into_bytes()
+}
+
+/// The value of the `i`th write: 1,000 bytes that name it.
+fn value(i: usize) -> Vec<u8> {
+    let mut v = format!("{i:08}").into_bytes();
+    v.resize(1000, b'v');
+    v
+}
+
+/// After `acknowledged` writes of [`write_until_refused`], each key holds its last value.
+fn assert_holds_the_last_writes(db: &Db, acknowledged: usize) {
+    for k in 0..KEYS {
+        let expected = (k..acknowledged).step_by(KEYS).next_back().map(value);
+        assert_eq!(db.get(key(k)).expect("get"), expected, "key {k}");
+    }
+}
+
+/// Runs `work` on a thread of its own and fails the test if it takes more than a minute,
+/// instead of hanging the suite as the bug this file guards against did.
+fn within_a_minute<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, finished) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let out = work();
+        let _ = done.send(());
+        out
+    });
+    match finished.recv_timeout(Duration::from_secs(60)) {
+        // Disconnected: the work panicked; joining passes its panic on.
+        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Ok(out) => out,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the database hung after a background panic")
+        }
+    }
+}
+
+/// Writes [`value`]s over the [`key`]s until a write fails (the database poisoned), returning
+/// how many were acknowledged and the error; panics if 100,000 writes all succeed. After a
+/// thousand writes, `boom` writes the key the faulty code panics on: by then the tree has
+/// levels, so the key's table lands in level 0 and is compacted (the first flushes of an empty
+/// tree go deeper).
+fn write_until_refused(db: &Db, boom: impl Fn(&Db) -> shale::Result<()>) -> (usize, Error) {
+    for i in 0..100_000 {
+        if i == 1000 {
+            boom(db).expect("write the key the faulty code panics on");
+        }
+        if let Err(e) = db.put(key(i), value(i)) {
+            return (i, e);
+        }
+    }
+    panic!("100,000 writes went through a database whose compactions panic");
+}
+
+#[test]
+fn a_panicking_compaction_filter_poisons_a_manual_compaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    within_a_minute(move || {
+        let opts = Options {
+            compaction_filter: Some(Arc::new(PanicsOnBoom)),
+            ..small_options()
+        };
+        let db = Db::open(&path, opts).expect("open");
+        db.put("a", "1").expect("put a");
+        db.put("boom", "2").expect("put boom");
+        db.flush().expect("flush");
+        let err = db
+            .compact_range(None, None)
+            .expect_err("a compaction through a panicking filter");
+        match &err {
+            Error::Panicked { job, message } => {
+                assert_eq!(*job, "compaction");
+                assert!(message.contains("the test filter met its key"), "{message}");
+            }
+            other => panic!("expected Error::Panicked, got {other}"),
+        }
+        // Writes are refused, naming the panic; reads go on.
+        match db.put("c", "3") {
+            Err(Error::Poisoned(message)) => {
+                assert!(message.contains("panicked"), "{message}")
+            }
+            other => panic!("expected Error::Poisoned, got {other:?}"),
+        }
+        assert_eq!(db.get("a").expect("get a"), Some(b"1".to_vec()));
+        assert_eq!(db.get("boom").expect("get boom"), Some(b"2".to_vec()));
+        drop(db);
+
+        let db = Db::open(&path, small_options()).expect("reopen without the filter");
+        assert_eq!(db.get("a").expect("get a"), Some(b"1".to_vec()));
+        assert_eq!(db.get("boom").expect("get boom"), Some(b"2".to_vec()));
+        assert_eq!(db.get("c").expect("get c"), None);
+        db.compact_range(None, None)
+            .expect("compact without the filter");
+    });
+}
+
+#[test]
+fn a_background_compaction_that_panics_refuses_writes_instead_of_stalling_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    within_a_minute(move || {
+        let opts = Options {
+            compaction_filter: Some(Arc::new(PanicsOnBoom)),
+            ..small_options()
+        };
+        let db = Db::open(&path, opts).expect("open");
+        // Without the fix, the compaction thread died, level 0 reached its stop trigger and
+        // the next write waited for ever.
+        let (acknowledged, err) = write_until_refused(&db, |db| db.put("boom", "x"));
+        match &err {
+            Error::Poisoned(message) => {
+                assert!(
+                    message.contains("a background compaction panicked"),
+                    "{message}"
+                );
+                assert!(message.contains("the test filter met its key"), "{message}");
+            }
+            other => panic!("expected Error::Poisoned, got {other}"),
+        }
+        assert!(matches!(db.wait_for_compactions(), Err(Error::Poisoned(_))));
+        assert_holds_the_last_writes(&db, acknowledged);
+        drop(db);
+
+        let db = Db::open(&path, small_options()).expect("reopen without the filter");
+        assert_eq!(db.get("boom").expect("get boom"), Some(b"x".to_vec()));
+        assert_holds_the_last_writes(&db, acknowledged);
+    });
+}
+
+#[test]
+fn a_merge_operator_that_panics_in_a_background_job_poisons_the_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    within_a_minute(move || {
+        let opts = Options {
+            merge_operator: Some(Arc::new(PanickingAppend)),
+            ..small_options()
+        };
+        let db = Db::open(&path, opts).expect("open");
+        let (acknowledged, err) = write_until_refused(&db, |db| {
+            db.put("boom", "base")?;
+            db.merge("boom", "+1")
+        });
+        match &err {
+            Error::Poisoned(message) => {
+                assert!(message.contains("panicked"), "{message}");
+                assert!(message.contains("the test operator met boom"), "{message}");
+            }
+            other => panic!("expected Error::Poisoned, got {other}"),
+        }
+        drop(db);
+
+        // Reopened with an operator that does not panic, the merge applies on read.
+        let opts = Options {
+            merge_operator: Some(Arc::new(shale::StringAppendOperator::new(b""))),
+            ..small_options()
+        };
+        let db = Db::open(&path, opts).expect("reopen");
+        assert_eq!(db.get("boom").expect("get boom"), Some(b"base+1".to_vec()));
+        assert_holds_the_last_writes(&db, acknowledged);
+    });
+}
