@@ -72,12 +72,14 @@ pub enum Error {
     /// The database was closed; background work is stopping.
     #[error("database is shutting down")]
     ShuttingDown,
-    /// A background flush or compaction panicked: in a merge operator, compaction filter or
-    /// comparator supplied by the user, or in the engine itself. The database is poisoned by
-    /// it (writes then fail with [`Error::Poisoned`] naming it); reads go on.
-    #[error("a background {job} panicked: {message}")]
+    /// A background flush or compaction, or the insert of a group of writes, panicked: in a
+    /// merge operator, compaction filter or comparator supplied by the user, or in the engine
+    /// itself. The database is poisoned by it (writes then fail with [`Error::Poisoned`]
+    /// naming it); reads go on. The writer whose thread inserted a group that panicked
+    /// panics on; the other writes of its group get this error.
+    #[error("a {job} panicked: {message}")]
     Panicked {
-        /// The job: "flush" or "compaction".
+        /// What panicked: "background flush", "background compaction" or "write group".
         job: &'static str,
         /// The panic's message, if it had one.
         message: String,

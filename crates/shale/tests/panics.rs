@@ -2,13 +2,16 @@
 //! the database with [`Error::Panicked`] instead of ending its thread with the job marked
 //! running: writers then get an error naming the panic instead of waiting for ever on a level
 //! 0 no compaction will ever shrink, reads go on, the handle closes, and a reopen without the
-//! faulty code finds every acknowledged write.
+//! faulty code finds every acknowledged write. A write group whose insert panics (a user's
+//! comparator) poisons the same way and frees the writers queued behind it.
 
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shale::{CompactionFilter, Db, Error, FilterDecision, MergeOperator, Options};
+use std::cmp::Ordering;
+
+use shale::{CompactionFilter, Comparator, Db, Error, FilterDecision, MergeOperator, Options};
 
 /// Panics on the key `boom`, keeps every other entry.
 struct PanicsOnBoom;
@@ -100,7 +103,7 @@ fn within_a_minute<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static)
             Err(panic) => std::panic::resume_unwind(panic),
         },
         Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the database hung after a background panic")
+            panic!("the database hung after a panic")
         }
     }
 }
@@ -140,7 +143,7 @@ fn a_panicking_compaction_filter_poisons_a_manual_compaction() {
             .expect_err("a compaction through a panicking filter");
         match &err {
             Error::Panicked { job, message } => {
-                assert_eq!(*job, "compaction");
+                assert_eq!(*job, "background compaction");
                 assert!(message.contains("the test filter met its key"), "{message}");
             }
             other => panic!("expected Error::Panicked, got {other}"),
@@ -229,5 +232,101 @@ fn a_merge_operator_that_panics_in_a_background_job_poisons_the_database() {
         let db = Db::open(&path, opts).expect("reopen");
         assert_eq!(db.get("boom").expect("get boom"), Some(b"base+1".to_vec()));
         assert_holds_the_last_writes(&db, acknowledged);
+    });
+}
+
+/// Bytewise order, but panics whenever it is asked about the key `boom`.
+struct PanicsOnBoomKey;
+
+impl Comparator for PanicsOnBoomKey {
+    fn name(&self) -> &str {
+        "test.bytewise"
+    }
+
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        if a == b"boom" || b == b"boom" {
+            panic!("the test comparator met boom");
+        }
+        a.cmp(b)
+    }
+}
+
+/// The same order under the same name, without the panic.
+struct Bytewise;
+
+impl Comparator for Bytewise {
+    fn name(&self) -> &str {
+        "test.bytewise"
+    }
+
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+}
+
+#[test]
+fn a_comparator_that_panics_in_a_write_group_poisons_the_database_and_frees_the_queue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    within_a_minute(move || {
+        let opts = Options {
+            comparator: Arc::new(PanicsOnBoomKey),
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open(&path, opts).expect("open"));
+        db.put("a", "1").expect("put a");
+        // Writers on other threads, queued behind (or grouped with) the write that panics.
+        // Before the fix, they and every later writer waited for ever on the queue.
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let db = Arc::clone(&db);
+                std::thread::spawn(move || {
+                    for i in 0..5_000 {
+                        if let Err(e) = db.put(format!("t{t}-{i:05}"), "v") {
+                            return Some(e);
+                        }
+                    }
+                    None
+                })
+            })
+            .collect();
+        let panicked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.put("boom", "x")));
+        assert!(
+            panicked.is_err(),
+            "the writer whose insert panicked panics on"
+        );
+        for writer in writers {
+            match writer.join().expect("a writer thread") {
+                None | Some(Error::Poisoned(_)) => {}
+                Some(Error::Panicked { job, message }) => {
+                    assert_eq!(job, "write group");
+                    assert!(
+                        message.contains("the test comparator met boom"),
+                        "{message}"
+                    );
+                }
+                Some(other) => panic!("unexpected error {other}"),
+            }
+        }
+        match db.put("c", "3") {
+            Err(Error::Poisoned(message)) => {
+                assert!(message.contains("a write group panicked"), "{message}")
+            }
+            other => panic!("expected Error::Poisoned, got {other:?}"),
+        }
+        assert_eq!(db.get("a").expect("get a"), Some(b"1".to_vec()));
+        drop(db);
+
+        // `boom` reached the log before its insert panicked, so a reopen recovers it, as after
+        // a crash at that point.
+        let opts = Options {
+            comparator: Arc::new(Bytewise),
+            ..Options::default()
+        };
+        let db = Db::open(&path, opts).expect("reopen");
+        assert_eq!(db.get("a").expect("get a"), Some(b"1".to_vec()));
+        assert_eq!(db.get("boom").expect("get boom"), Some(b"x".to_vec()));
+        assert_eq!(db.get("c").expect("get c"), None);
     });
 }

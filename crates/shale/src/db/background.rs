@@ -47,7 +47,9 @@ impl DbInner {
             let healthy = state.bg_error.is_none();
             if healthy && !state.imm.is_empty() && !state.flush_running {
                 state.flush_running = true;
-                let flushed = self.catch_job(&mut state, "flush", |state| self.flush_oldest(state));
+                let flushed = self.catch_job(&mut state, "background flush", |state| {
+                    self.flush_oldest(state)
+                });
                 if let Err(e) = flushed {
                     if !matches!(e, Error::ShuttingDown) {
                         self.set_bg_error(&mut state, &e);
@@ -75,7 +77,7 @@ impl DbInner {
                         JobPriority::Normal
                     };
                     let parts = self.options.max_subcompactions;
-                    let result = self.catch_job(&mut state, "compaction", |state| {
+                    let result = self.catch_job(&mut state, "background compaction", |state| {
                         self.run_compaction(state, c, parts, priority)
                     });
                     state.compaction_running = false;
@@ -502,7 +504,7 @@ impl DbInner {
                 .options
                 .max_subcompactions
                 .max(self.options.max_background_jobs);
-            let r = self.catch_job(&mut state, "compaction", |state| {
+            let r = self.catch_job(&mut state, "background compaction", |state| {
                 self.run_compaction(state, c, parts, JobPriority::Normal)
             });
             state.compaction_running = false;
@@ -521,7 +523,7 @@ impl DbInner {
 }
 
 /// The text a panic was raised with (`panic!` gives a `&str` or a `String`).
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = panic.downcast_ref::<&str>() {
         (*text).to_string()
     } else if let Some(text) = panic.downcast_ref::<String>() {

@@ -222,24 +222,24 @@ impl DbInner {
             Turn::Done(result) => return result,
         };
         // This writer leads: it does the work for itself and the group behind it.
-        let mut result = self.make_room_for_write(&mut state, force);
         let mut group_len = 1;
-        if result.is_ok() && !force {
-            let timed_out = self.gather_sync_cohort(&mut state);
-            let (group, len, sync, disable_wal) = Self::build_group(&mut state);
-            group_len = len;
-            result = self.apply_group(&mut state, group, sync, disable_wal);
-            if sync && !disable_wal {
-                let cohort = &mut state.sync_cohort;
-                if len >= cohort.expected {
-                    cohort.expected = len;
-                } else if timed_out {
-                    // Fewer writers came than before: expect one fewer next time, so a
-                    // shrinking set of writers stops waiting after a few syncs.
-                    cohort.expected = (cohort.expected - 1).max(len);
-                }
+        // A panic here (a user's comparator, inserting the group) must not leave the group's
+        // followers, and every writer after them, waiting for ever: it poisons the database,
+        // the followers get the error, and the panic goes on in this thread once they have it.
+        let led = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.lead_group(&mut state, force, &mut group_len)
+        }));
+        let (result, panic) = match led {
+            Ok(result) => (result, None),
+            Err(panic) => {
+                let e = Error::Panicked {
+                    job: "write group",
+                    message: super::background::panic_message(panic.as_ref()),
+                };
+                self.set_bg_error(&mut state, &e);
+                (Err(e), Some(panic))
             }
-        }
+        };
         // The leader is the queue's first entry; the rest of the group follows it.
         state.writers.pop_front();
         let followers: Vec<PendingWrite> = state.writers.drain(..group_len - 1).collect();
@@ -250,6 +250,39 @@ impl DbInner {
         // Woken outside the mutex: a woken follower returns without touching it.
         for w in &followers {
             w.slot.finish(&result);
+        }
+        if let Some(panic) = panic {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    }
+
+    /// The leader's work for the group it leads: room in the memtable, then (unless `force`,
+    /// a write of nothing that only makes room) the group built from the queue, logged and
+    /// inserted. Sets `group_len` to the writes taken into the group, this one included.
+    fn lead_group(
+        &self,
+        state: &mut MutexGuard<'_, DbState>,
+        force: bool,
+        group_len: &mut usize,
+    ) -> Result<()> {
+        self.make_room_for_write(state, force)?;
+        if force {
+            return Ok(());
+        }
+        let timed_out = self.gather_sync_cohort(state);
+        let (group, len, sync, disable_wal) = Self::build_group(state);
+        *group_len = len;
+        let result = self.apply_group(state, group, sync, disable_wal);
+        if sync && !disable_wal {
+            let cohort = &mut state.sync_cohort;
+            if len >= cohort.expected {
+                cohort.expected = len;
+            } else if timed_out {
+                // Fewer writers came than before: expect one fewer next time, so a shrinking
+                // set of writers stops waiting after a few syncs.
+                cohort.expected = (cohort.expected - 1).max(len);
+            }
         }
         result
     }
