@@ -38,9 +38,10 @@ fn bloom(c: &mut Criterion) {
     for i in 0..n {
         builder.add_key(&user_key(i * 2));
     }
+    let whole = builder.finish_whole();
     let layouts = [
         ("blocked", FilterLayout::Blocked, builder.finish().to_vec()),
-        ("whole", FilterLayout::Whole, builder.finish_whole()),
+        ("whole", FilterLayout::Whole, whole),
     ];
     let mut rng = StdRng::seed_from_u64(1);
     let probes: Vec<Vec<u8>> = (0..4096)

@@ -255,7 +255,15 @@ impl DbInner {
         }
         let mut iter = mem.iter();
         iter.seek_to_first();
-        let meta = build_table(&self.dir, &self.options, number, &mut iter, blobs)?;
+        // A table of a memtable holds at most its entries' user keys.
+        let meta = build_table(
+            &self.dir,
+            &self.options,
+            number,
+            &mut iter,
+            Some(mem.len()),
+            blobs,
+        )?;
         if meta.is_some() {
             // The blob files the table references were sealed with their WAL, maybe unsynced
             // (`switch_memtable`): the table must not outlive their bytes. The directory sync
@@ -572,17 +580,23 @@ pub(crate) fn verify_table(fs: &dyn Fs, dir: &std::path::Path, number: u64) -> R
 
 /// Builds table `number` from every entry of `iter` (positioned at its first entry) and checks
 /// it ([`verify_table`]). `None` if there was nothing to write (the file is removed). Adds the
-/// record bytes of every blob reference written to `blobs`.
+/// record bytes of every blob reference written to `blobs`. `max_keys`, a bound on the entries
+/// `iter` holds, lets the filter be built without keeping each key's hash
+/// ([`TableBuilder::bound_keys`]).
 pub(crate) fn build_table(
     dir: &std::path::Path,
     options: &crate::Options,
     number: u64,
     iter: &mut dyn InternalIterator,
+    max_keys: Option<usize>,
     blobs: &mut BlobTally,
 ) -> Result<Option<FileMetaData>> {
     let path = table_file_name(dir, number);
     let file = options.fs.create(&path)?;
     let mut builder = TableBuilder::new(TableOptions::for_flush(options), file, path.clone());
+    if let Some(max_keys) = max_keys {
+        builder.bound_keys(max_keys);
+    }
     let mut oldest_blob = 0u64;
     while iter.valid() {
         if let Some(blob) = tally_blob_reference(iter.key(), iter.value(), blobs) {

@@ -676,8 +676,14 @@ impl Replay<'_> {
         };
         iter.seek_to_first();
         let mut blobs = super::background::BlobTally::new();
-        let built =
-            super::background::build_table(self.dir, self.options, number, &mut iter, &mut blobs);
+        let built = super::background::build_table(
+            self.dir,
+            self.options,
+            number,
+            &mut iter,
+            Some(mem.len()),
+            &mut blobs,
+        );
         let built = built.and_then(|meta| {
             iter.status()?;
             if let Some(w) = iter.writer.as_mut() {

@@ -98,6 +98,19 @@ fn write_block(
 }
 
 impl TableBuilder {
+    /// Sizes the bloom filter for at most `max_keys` distinct user keys and sets its bits as
+    /// keys come, instead of keeping every key's hash until the end
+    /// ([`BloomFilterBuilder::with_key_bound`]). Only before the first key; later calls are
+    /// ignored.
+    pub fn bound_keys(&mut self, max_keys: usize) {
+        if self.props.num_entries == 0 {
+            if let Some(filter) = &mut self.filter {
+                *filter =
+                    BloomFilterBuilder::with_key_bound(self.opts.bloom_bits_per_key, max_keys);
+            }
+        }
+    }
+
     /// A builder writing to `file` (a new, empty file at `path`).
     pub fn new(opts: TableOptions, mut file: Box<dyn WritableFile>, path: PathBuf) -> TableBuilder {
         // A table is synced once, complete: its bytes may head for the device as they come.

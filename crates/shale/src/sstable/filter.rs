@@ -97,7 +97,36 @@ fn whole_probes(hash: u64, num_probes: u8, num_bits: u64) -> impl Iterator<Item 
 #[derive(Debug)]
 pub struct BloomFilterBuilder {
     bits_per_key: u32,
+    num_probes: u8,
+    /// The hash of the last key added: a repeat of it is skipped.
+    last: Option<u64>,
+    /// The keys' hashes, when the number of keys is not known ahead: the filter's size
+    /// depends on it, and each key's line on the size.
     hashes: HashLog,
+    /// The filter itself, set as keys come, when a bound on their number was given
+    /// ([`BloomFilterBuilder::with_key_bound`]).
+    direct: Option<DirectBits>,
+}
+
+/// A cache-local filter sized for a known bound on its keys.
+///
+/// Why: a flush knows how many entries its memtable holds, and setting the bits as keys come
+/// spends `bits_per_key` bits a key instead of a 64-bit hash each. With 8-byte values an 8 MiB
+/// memtable holds about 150,000 entries, whose hashes took 1.2 MB of memory during the flush.
+struct DirectBits {
+    /// The lines, then the probe count byte.
+    bytes: ZeroedBytes,
+    num_lines: u64,
+    keys: usize,
+}
+
+impl std::fmt::Debug for DirectBits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectBits")
+            .field("num_lines", &self.num_lines)
+            .field("keys", &self.keys)
+            .finish()
+    }
 }
 
 /// Hashes in the heap's first chunk: a small table's filter needs no map.
@@ -117,7 +146,6 @@ struct HashLog {
     /// Hashes in the last chunk.
     in_last: usize,
     len: usize,
-    last: Option<u64>,
 }
 
 impl std::fmt::Debug for HashLog {
@@ -150,7 +178,6 @@ impl HashLog {
         self.chunks[chunk][at..at + 8].copy_from_slice(&h.to_ne_bytes());
         self.in_last += 1;
         self.len += 1;
-        self.last = Some(h);
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
@@ -170,60 +197,103 @@ impl HashLog {
     }
 }
 
+/// Lines of a cache-local filter of `keys` keys at `bits_per_key` bits each: at least one, at
+/// most 2^32, so the line choice stays within 64-bit arithmetic.
+fn lines_for(keys: usize, bits_per_key: u32) -> u64 {
+    (keys as u64)
+        .saturating_mul(u64::from(bits_per_key))
+        .div_ceil(LINE_BYTES as u64 * 8)
+        .clamp(1, u64::from(u32::MAX))
+}
+
+/// A zeroed filter of `num_lines` lines and its probe count byte.
+fn empty_filter(num_lines: u64) -> ZeroedBytes {
+    let num_bytes = usize::try_from(num_lines)
+        .ok()
+        .and_then(|n| n.checked_mul(LINE_BYTES))
+        .unwrap_or(usize::MAX);
+    ZeroedBytes::new(num_bytes.saturating_add(1))
+}
+
+/// Sets the probes of `hash` in `filter` (lines, then the probe count byte).
+#[inline]
+fn set_probes(filter: &mut [u8], num_lines: u64, hash: u64, num_probes: u8) {
+    let start = line_of(hash, num_lines) as usize * LINE_BYTES;
+    if let Some(line) = filter.get_mut(start..start + LINE_BYTES) {
+        for bit in line_probes(hash, num_probes) {
+            line[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+    }
+}
+
 impl BloomFilterBuilder {
     /// A builder spending about `bits_per_key` bits per distinct key. REQUIRES: `bits_per_key > 0`.
     pub fn new(bits_per_key: u32) -> Self {
         debug_assert!(bits_per_key > 0);
+        let bits_per_key = bits_per_key.max(1);
+        // ln 2 probes per bit-per-key minimise the false-positive rate.
+        let num_probes = (f64::from(bits_per_key) * std::f64::consts::LN_2).round() as u64;
         BloomFilterBuilder {
-            bits_per_key: bits_per_key.max(1),
+            bits_per_key,
+            num_probes: num_probes.clamp(1, u64::from(MAX_PROBES)) as u8,
+            last: None,
             hashes: HashLog::default(),
+            direct: None,
         }
+    }
+
+    /// Like [`BloomFilterBuilder::new`], for at most `max_keys` distinct keys: the filter is
+    /// sized for `max_keys` and its bits are set as keys come, so no key's hash is kept. More
+    /// keys than that still build a correct filter, with a higher false-positive rate.
+    pub fn with_key_bound(bits_per_key: u32, max_keys: usize) -> Self {
+        let mut builder = Self::new(bits_per_key);
+        let num_lines = lines_for(max_keys, builder.bits_per_key);
+        builder.direct = Some(DirectBits {
+            bytes: empty_filter(num_lines),
+            num_lines,
+            keys: 0,
+        });
+        builder
     }
 
     /// Adds a user key. Keys repeat consecutively when a table holds several versions of one
     /// user key; the repeats are skipped so they do not inflate the filter.
     pub fn add_key(&mut self, user_key: &[u8]) {
         let h = filter_hash(user_key);
-        if self.hashes.last != Some(h) {
-            self.hashes.push(h);
+        if self.last == Some(h) {
+            return;
+        }
+        self.last = Some(h);
+        match &mut self.direct {
+            Some(d) => {
+                set_probes(&mut d.bytes, d.num_lines, h, self.num_probes);
+                d.keys += 1;
+            }
+            None => self.hashes.push(h),
         }
     }
 
     /// Number of (deduplicated) keys added.
     pub fn num_keys(&self) -> usize {
-        self.hashes.len
-    }
-
-    /// ln 2 probes per bit-per-key minimise the false-positive rate.
-    fn num_probes(&self) -> u8 {
-        let num_probes = (f64::from(self.bits_per_key) * std::f64::consts::LN_2).round() as u64;
-        num_probes.clamp(1, u64::from(MAX_PROBES)) as u8
+        self.direct.as_ref().map_or(self.hashes.len, |d| d.keys)
     }
 
     /// Builds the filter bytes, in the [`FilterLayout::Blocked`] layout. A large filter's
     /// bytes are an anonymous map of their own (see `HashLog` for why).
-    pub fn finish(&self) -> impl Deref<Target = [u8]> + use<> {
-        let num_probes = self.num_probes();
-        let num_bits = (self.hashes.len as u64).saturating_mul(u64::from(self.bits_per_key));
-        // At most 2^32 lines, so the line choice stays within 64-bit arithmetic.
-        let num_lines = num_bits
-            .div_ceil(LINE_BYTES as u64 * 8)
-            .clamp(1, u64::from(u32::MAX));
-        let num_bytes = usize::try_from(num_lines)
-            .ok()
-            .and_then(|n| n.checked_mul(LINE_BYTES))
-            .unwrap_or(usize::MAX);
-        let mut out = ZeroedBytes::new(num_bytes.saturating_add(1));
-        for h in self.hashes.iter() {
-            let start = line_of(h, num_lines) as usize * LINE_BYTES;
-            if let Some(line) = out.get_mut(start..start + LINE_BYTES) {
-                for bit in line_probes(h, num_probes) {
-                    line[(bit / 8) as usize] |= 1 << (bit % 8);
+    pub fn finish(self) -> impl Deref<Target = [u8]> + use<> {
+        let mut out = match self.direct {
+            Some(d) => d.bytes,
+            None => {
+                let num_lines = lines_for(self.hashes.len, self.bits_per_key);
+                let mut out = empty_filter(num_lines);
+                for h in self.hashes.iter() {
+                    set_probes(&mut out, num_lines, h, self.num_probes);
                 }
+                out
             }
-        }
+        };
         if let Some(last) = out.last_mut() {
-            *last = num_probes;
+            *last = self.num_probes;
         }
         out
     }
@@ -232,7 +302,8 @@ impl BloomFilterBuilder {
     /// kept so tests can make such tables.
     #[doc(hidden)]
     pub fn finish_whole(&self) -> Vec<u8> {
-        let num_probes = self.num_probes();
+        debug_assert!(self.direct.is_none(), "a bounded builder keeps no hashes");
+        let num_probes = self.num_probes;
         let num_bits = (self.hashes.len as u64).saturating_mul(u64::from(self.bits_per_key));
         let num_bytes = usize::try_from(num_bits.div_ceil(8))
             .unwrap_or(usize::MAX)
@@ -479,6 +550,45 @@ mod tests {
         let none = build(std::iter::empty(), 10, FilterLayout::Blocked);
         assert_eq!(none.num_bytes(), LINE_BYTES);
         assert!(!none.may_contain(b"anything"));
+    }
+
+    #[test]
+    fn a_bounded_builder_builds_the_same_bytes_for_as_many_keys_as_its_bound() {
+        for n in [0usize, 1, 10, 1000, 150_000] {
+            let keys = || (0..n).map(|i| format!("key{i:08}").into_bytes());
+            let mut logged = BloomFilterBuilder::new(10);
+            let mut bounded = BloomFilterBuilder::with_key_bound(10, n);
+            for k in keys() {
+                // Repeats are skipped by both.
+                logged.add_key(&k);
+                logged.add_key(&k);
+                bounded.add_key(&k);
+                bounded.add_key(&k);
+            }
+            assert_eq!(logged.num_keys(), n);
+            assert_eq!(bounded.num_keys(), n);
+            assert_eq!(&*logged.finish(), &*bounded.finish(), "n={n}");
+        }
+    }
+
+    #[test]
+    fn a_bounded_builder_with_fewer_or_more_keys_than_its_bound_denies_none_of_them() {
+        // Fewer keys (overwrites in a memtable): a larger filter, fewer false positives.
+        // More (a wrong bound): a smaller one, more false positives, still no false negative.
+        for (keys, bound, most_fp) in [(1000usize, 4000usize, 0.01), (4000, 1000, 0.8)] {
+            let mut b = BloomFilterBuilder::with_key_bound(10, bound);
+            for i in 0..keys {
+                b.add_key(format!("key{i}").as_bytes());
+            }
+            let bytes = b.finish();
+            assert_eq!(bytes.len() - 1, lines_for(bound, 10) as usize * LINE_BYTES);
+            let f = BloomFilter::from_bytes(&bytes, FilterLayout::Blocked).expect("valid");
+            for i in 0..keys {
+                assert!(f.may_contain(format!("key{i}").as_bytes()), "key{i}");
+            }
+            let rate = false_positive_rate(&f, 20_000);
+            assert!(rate < most_fp, "{keys} keys, bound {bound}: rate {rate}");
+        }
     }
 
     #[test]
