@@ -91,7 +91,7 @@ create_exception!(
     shale,
     PoisonedError,
     Error,
-    "An earlier write or background failure made the database refuse writes until reopened."
+    "An earlier write or background failure (or panic) made the database refuse writes until reopened."
 );
 create_exception!(
     shale,
@@ -127,7 +127,10 @@ fn to_py_err(error: shale::Error) -> PyErr {
         shale::Error::Locked { .. } => LockedError::new_err(message),
         shale::Error::Exists(_) => ExistsError::new_err(message),
         shale::Error::Merge { .. } => MergeError::new_err(message),
-        shale::Error::Poisoned(_) => PoisonedError::new_err(message),
+        // A panic in a flush, compaction or write poisons the database as a failure does.
+        shale::Error::Poisoned(_) | shale::Error::Panicked { .. } => {
+            PoisonedError::new_err(message)
+        }
         shale::Error::UnsupportedFormat { .. } => UnsupportedFormatError::new_err(message),
         _ => Error::new_err(message),
     }

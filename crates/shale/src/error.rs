@@ -72,14 +72,16 @@ pub enum Error {
     /// The database was closed; background work is stopping.
     #[error("database is shutting down")]
     ShuttingDown,
-    /// A background flush or compaction, or the insert of a group of writes, panicked: in a
-    /// merge operator, compaction filter or comparator supplied by the user, or in the engine
-    /// itself. The database is poisoned by it (writes then fail with [`Error::Poisoned`]
-    /// naming it); reads go on. The writer whose thread inserted a group that panicked
-    /// panics on; the other writes of its group get this error.
+    /// A flush, a compaction or a write panicked: in a merge operator, compaction filter or
+    /// comparator supplied by the user, or in the engine itself. The database is poisoned by
+    /// it (writes then fail with [`Error::Poisoned`] naming it); reads go on. The writer
+    /// whose thread ran a write's insert when it panicked panics on; the other writes of its
+    /// group get this error. Like a write that failed on I/O, such a write may or may not be
+    /// found after a reopen (it was logged before the insert).
     #[error("a {job} panicked: {message}")]
     Panicked {
-        /// What panicked: "background flush", "background compaction" or "write group".
+        /// What panicked: "background flush", "background compaction", "manual compaction",
+        /// "subcompaction" (a part of either on a thread of its own) or "write".
         job: &'static str,
         /// The panic's message, if it had one.
         message: String,

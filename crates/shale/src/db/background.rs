@@ -60,12 +60,20 @@ impl DbInner {
                 continue;
             }
             let now = self.options.clock.now_micros();
-            if healthy
-                && !state.compaction_running
-                && state.manual_waiting == 0
-                && state.versions.needs_compaction(now)
-            {
-                if let Some(c) = state.versions.pick_compaction(now) {
+            if healthy && !state.compaction_running && state.manual_waiting == 0 {
+                // The pick compares keys (a user's comparator): caught like the job itself.
+                let picked = self.catch_job(&mut state, "background compaction", |state| {
+                    Ok(if state.versions.needs_compaction(now) {
+                        state.versions.pick_compaction(now)
+                    } else {
+                        None
+                    })
+                });
+                let picked = picked.unwrap_or_else(|e| {
+                    self.set_bg_error(&mut state, &e);
+                    None
+                });
+                if let Some(c) = picked {
                     state.compaction_running = true;
                     // Once level 0 slows the writers for want of compaction, it runs at
                     // normal priority, as a manual one does.
@@ -135,7 +143,8 @@ impl DbInner {
     /// it unwinds). The caller then clears the job's running flag and poisons the database as
     /// for any failed job. Uncaught, the panic ended the background thread with the job still
     /// marked running: no compaction ran again, and writers waited for ever once level 0
-    /// stopped them.
+    /// stopped them. What the job had written stays behind (a partial table, its number among
+    /// the pending outputs): the database is poisoned, and a reopen removes such files.
     fn catch_job<T>(
         &self,
         state: &mut MutexGuard<'_, DbState>,
@@ -145,7 +154,12 @@ impl DbInner {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state))).unwrap_or_else(
             |panic| {
                 let message = panic_message(panic.as_ref());
-                tracing::error!(dir = %self.dir.display(), job, %message, "background job panicked");
+                tracing::error!(
+                    dir = %self.dir.display(),
+                    job,
+                    %message,
+                    "background job panicked"
+                );
                 Err(Error::Panicked { job, message })
             },
         )
@@ -411,10 +425,21 @@ impl DbInner {
         // No WAL file is kept or reused while the compaction runs (the flush's new WAL would
         // otherwise be a kept file, its old blocks allocated), so none is left after it.
         self.state.lock().reclaiming += 1;
-        self.delete_kept_wals();
-        let result = self.compact_range_reclaiming(begin, end);
+        // Caught so the count comes down however it ends (a user's comparator may panic in
+        // it); the panic then goes on to the caller.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.delete_kept_wals();
+            self.compact_range_reclaiming(begin, end)
+        }));
         let mut state = self.state.lock();
         state.reclaiming -= 1;
+        let result = match result {
+            Ok(result) => result,
+            Err(panic) => {
+                drop(state);
+                std::panic::resume_unwind(panic);
+            }
+        };
         // What the compaction made obsolete is gone when it returns, even where a background
         // job chose it and is unlinking it with the mutex released. Only the unlinks in flight
         // now are waited for: later ones, under steady writes, could go on without end.
@@ -502,8 +527,20 @@ impl DbInner {
                 self.background_done.wait(&mut state);
                 continue;
             }
-            let Some(c) = pick(&mut state.versions) else {
-                break Ok(());
+            // The pick compares keys (a user's comparator). A panic in it goes on to the
+            // caller, as one in its own call would, once this wait is no longer counted.
+            let picked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pick(&mut state.versions)
+            }));
+            let c = match picked {
+                Ok(Some(c)) => c,
+                Ok(None) => break Ok(()),
+                Err(panic) => {
+                    state.manual_waiting -= 1;
+                    self.work_available.notify_all();
+                    drop(state);
+                    std::panic::resume_unwind(panic);
+                }
             };
             state.compaction_running = true;
             // The caller waits for a manual compaction, and no background compaction runs
@@ -512,7 +549,7 @@ impl DbInner {
                 .options
                 .max_subcompactions
                 .max(self.options.max_background_jobs);
-            let r = self.catch_job(&mut state, "background compaction", |state| {
+            let r = self.catch_job(&mut state, "manual compaction", |state| {
                 self.run_compaction(state, c, parts, JobPriority::Normal)
             });
             state.compaction_running = false;

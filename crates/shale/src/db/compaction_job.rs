@@ -404,8 +404,11 @@ impl DbInner {
             results.extend(bounds.first().map(|&range| run(range)));
             for (range, handle) in spawned {
                 results.push(match handle {
-                    Some(h) => h.join().unwrap_or_else(|_| {
-                        Err(Error::Poisoned("a subcompaction thread panicked".into()))
+                    Some(h) => h.join().unwrap_or_else(|panic| {
+                        Err(Error::Panicked {
+                            job: "subcompaction",
+                            message: super::background::panic_message(panic.as_ref()),
+                        })
                     }),
                     None => run(range),
                 });

@@ -103,21 +103,71 @@ pub struct BloomFilterBuilder {
     /// The keys' hashes, when the number of keys is not known ahead: the filter's size
     /// depends on it, and each key's line on the size.
     hashes: HashLog,
-    /// The filter itself, set as keys come, when a bound on their number was given
-    /// ([`BloomFilterBuilder::with_key_bound`]).
+    /// A bound on the distinct keys, if one was given ([`BloomFilterBuilder::with_key_bound`]).
+    bound: Option<usize>,
+    /// With a bound, once more than a quarter of it has come: the filter itself, sized for
+    /// the bound, its bits set as keys come.
     direct: Option<DirectBits>,
 }
 
-/// A cache-local filter sized for a known bound on its keys.
+/// A cache-local filter sized for a bound on its keys, its bits set as they come.
 ///
 /// Why: a flush knows how many entries its memtable holds, and setting the bits as keys come
 /// spends `bits_per_key` bits a key instead of a 64-bit hash each. With 8-byte values an 8 MiB
 /// memtable holds about 150,000 entries, whose hashes took 1.2 MB of memory during the flush.
+/// The hashes are still kept until a quarter of the bound has come, and the filter has a
+/// multiple of 4 lines, so that [`DirectBits::fold`] can halve it twice: a memtable of
+/// overwrites, with far fewer keys than entries, gets a filter no more than about twice the
+/// size its keys need.
 struct DirectBits {
     /// The lines, then the probe count byte.
     bytes: ZeroedBytes,
     num_lines: u64,
     keys: usize,
+}
+
+impl DirectBits {
+    /// A filter of `num_lines` lines (a multiple of 4) holding the hashes of `log`.
+    fn from_log(log: &HashLog, num_lines: u64, num_probes: u8) -> DirectBits {
+        let mut bytes = empty_filter(num_lines);
+        for h in log.iter() {
+            set_probes(&mut bytes, num_lines, h, num_probes);
+        }
+        DirectBits {
+            bytes,
+            num_lines,
+            keys: log.len,
+        }
+    }
+
+    /// Halves the filter while half its lines still give its keys `bits_per_key` bits each.
+    /// Exact: with `2m` lines a key's line is `floor(x * 2m / 2^32)`, whose half is its line
+    /// with `m` lines, and the bits within a line depend on the hash alone; so line `k` of the
+    /// halved filter is lines `2k` and `2k + 1` together, the filter those keys would have
+    /// been given with `m` lines.
+    fn fold(mut self, bits_per_key: u32) -> ZeroedBytes {
+        let needed = lines_for(self.keys, bits_per_key);
+        let folded = self.num_lines;
+        while self.num_lines % 2 == 0 && self.num_lines / 2 >= needed {
+            let half = (self.num_lines / 2) as usize;
+            for k in 0..half {
+                for b in 0..LINE_BYTES {
+                    // Lines 2k and 2k + 1 lie at or after line k: not yet overwritten.
+                    let merged = self.bytes[2 * k * LINE_BYTES + b]
+                        | self.bytes[(2 * k + 1) * LINE_BYTES + b];
+                    self.bytes[k * LINE_BYTES + b] = merged;
+                }
+            }
+            self.num_lines /= 2;
+        }
+        if self.num_lines == folded {
+            return self.bytes;
+        }
+        let len = self.num_lines as usize * LINE_BYTES;
+        let mut out = empty_filter(self.num_lines);
+        out[..len].copy_from_slice(&self.bytes[..len]);
+        out
+    }
 }
 
 impl std::fmt::Debug for DirectBits {
@@ -238,21 +288,19 @@ impl BloomFilterBuilder {
             num_probes: num_probes.clamp(1, u64::from(MAX_PROBES)) as u8,
             last: None,
             hashes: HashLog::default(),
+            bound: None,
             direct: None,
         }
     }
 
-    /// Like [`BloomFilterBuilder::new`], for at most `max_keys` distinct keys: the filter is
-    /// sized for `max_keys` and its bits are set as keys come, so no key's hash is kept. More
-    /// keys than that still build a correct filter, with a higher false-positive rate.
+    /// Like [`BloomFilterBuilder::new`], for at most `max_keys` distinct keys: once more than a
+    /// quarter of them have come, the filter is sized for `max_keys` and its bits are set as
+    /// keys come, so no more hashes are kept; at the end it is halved while it has room to
+    /// spare (exactly: see `DirectBits`). More keys than `max_keys` still build a correct
+    /// filter, with a higher false-positive rate.
     pub fn with_key_bound(bits_per_key: u32, max_keys: usize) -> Self {
         let mut builder = Self::new(bits_per_key);
-        let num_lines = lines_for(max_keys, builder.bits_per_key);
-        builder.direct = Some(DirectBits {
-            bytes: empty_filter(num_lines),
-            num_lines,
-            keys: 0,
-        });
+        builder.bound = Some(max_keys);
         builder
     }
 
@@ -264,12 +312,22 @@ impl BloomFilterBuilder {
             return;
         }
         self.last = Some(h);
-        match &mut self.direct {
-            Some(d) => {
-                set_probes(&mut d.bytes, d.num_lines, h, self.num_probes);
-                d.keys += 1;
+        if let Some(d) = &mut self.direct {
+            set_probes(&mut d.bytes, d.num_lines, h, self.num_probes);
+            d.keys += 1;
+            return;
+        }
+        self.hashes.push(h);
+        if let Some(bound) = self.bound {
+            if self.hashes.len > bound / 4 {
+                let num_lines = lines_for(bound, self.bits_per_key).next_multiple_of(4);
+                self.direct = Some(DirectBits::from_log(
+                    &self.hashes,
+                    num_lines,
+                    self.num_probes,
+                ));
+                self.hashes = HashLog::default();
             }
-            None => self.hashes.push(h),
         }
     }
 
@@ -282,7 +340,7 @@ impl BloomFilterBuilder {
     /// bytes are an anonymous map of their own (see `HashLog` for why).
     pub fn finish(self) -> impl Deref<Target = [u8]> + use<> {
         let mut out = match self.direct {
-            Some(d) => d.bytes,
+            Some(d) => d.fold(self.bits_per_key),
             None => {
                 let num_lines = lines_for(self.hashes.len, self.bits_per_key);
                 let mut out = empty_filter(num_lines);
@@ -302,7 +360,10 @@ impl BloomFilterBuilder {
     /// kept so tests can make such tables.
     #[doc(hidden)]
     pub fn finish_whole(&self) -> Vec<u8> {
-        debug_assert!(self.direct.is_none(), "a bounded builder keeps no hashes");
+        debug_assert!(
+            self.direct.is_none(),
+            "a bounded builder past a quarter keeps no hashes"
+        );
         let num_probes = self.num_probes;
         let num_bits = (self.hashes.len as u64).saturating_mul(u64::from(self.bits_per_key));
         let num_bytes = usize::try_from(num_bits.div_ceil(8))
@@ -552,43 +613,85 @@ mod tests {
         assert!(!none.may_contain(b"anything"));
     }
 
-    #[test]
-    fn a_bounded_builder_builds_the_same_bytes_for_as_many_keys_as_its_bound() {
-        for n in [0usize, 1, 10, 1000, 150_000] {
-            let keys = || (0..n).map(|i| format!("key{i:08}").into_bytes());
-            let mut logged = BloomFilterBuilder::new(10);
-            let mut bounded = BloomFilterBuilder::with_key_bound(10, n);
-            for k in keys() {
-                // Repeats are skipped by both.
-                logged.add_key(&k);
-                logged.add_key(&k);
-                bounded.add_key(&k);
-                bounded.add_key(&k);
-            }
-            assert_eq!(logged.num_keys(), n);
-            assert_eq!(bounded.num_keys(), n);
-            assert_eq!(&*logged.finish(), &*bounded.finish(), "n={n}");
+    /// The cache-local filter of `keys` with exactly `num_lines` lines.
+    fn filter_with_lines(keys: &[Vec<u8>], num_lines: u64) -> Vec<u8> {
+        let mut out = vec![0u8; num_lines as usize * LINE_BYTES + 1];
+        let num_probes = BloomFilterBuilder::new(10).num_probes;
+        for k in keys {
+            set_probes(&mut out, num_lines, filter_hash(k), num_probes);
         }
+        *out.last_mut().expect("probe byte") = num_probes;
+        out
     }
 
     #[test]
-    fn a_bounded_builder_with_fewer_or_more_keys_than_its_bound_denies_none_of_them() {
-        // Fewer keys (overwrites in a memtable): a larger filter, fewer false positives.
-        // More (a wrong bound): a smaller one, more false positives, still no false negative.
-        for (keys, bound, most_fp) in [(1000usize, 4000usize, 0.01), (4000, 1000, 0.8)] {
-            let mut b = BloomFilterBuilder::with_key_bound(10, bound);
-            for i in 0..keys {
-                b.add_key(format!("key{i}").as_bytes());
+    fn a_bounded_builder_builds_the_filter_of_its_keys_at_a_size_they_need() {
+        // (keys, bound): an exact bound, a bound 4x too high (the log is kept: the same bytes
+        // as without a bound), overwrites (fewer keys than the bound, folded) and a bound too
+        // low (more false positives, no false negative).
+        let cases = [
+            (0usize, 0usize),
+            (1, 1),
+            (1024, 1024),
+            (150_000, 150_000),
+            (1000, 4000),
+            (1001, 4000),
+            (3000, 150_000),
+            (40_000, 150_000),
+            (4000, 1000),
+        ];
+        for (n, bound) in cases {
+            let keys: Vec<Vec<u8>> = (0..n).map(|i| format!("key{i:08}").into_bytes()).collect();
+            let mut logged = BloomFilterBuilder::new(10);
+            let mut bounded = BloomFilterBuilder::with_key_bound(10, bound);
+            for k in &keys {
+                // Repeats are skipped by both.
+                for _ in 0..2 {
+                    logged.add_key(k);
+                    bounded.add_key(k);
+                }
             }
-            let bytes = b.finish();
-            assert_eq!(bytes.len() - 1, lines_for(bound, 10) as usize * LINE_BYTES);
+            assert_eq!(bounded.num_keys(), n);
+            let logged = logged.finish().to_vec();
+            let bytes = bounded.finish().to_vec();
+            let lines = ((bytes.len() - 1) / LINE_BYTES) as u64;
+            // Exactly the filter of these keys with that many lines.
+            assert_eq!(
+                bytes,
+                filter_with_lines(&keys, lines),
+                "n={n} bound={bound}"
+            );
+            let needed = lines_for(n, 10);
+            if n <= bound / 4 {
+                assert_eq!(bytes, logged, "n={n} bound={bound}: the log was kept");
+            } else if n <= bound {
+                // At least what the keys need, and no half of it would still be.
+                assert!(lines >= needed, "n={n} bound={bound}: {lines} < {needed}");
+                assert!(lines % 2 == 1 || lines / 2 < needed, "n={n}: {lines} lines");
+                assert!(
+                    lines <= 2 * needed + 4,
+                    "n={n} bound={bound}: {lines} lines"
+                );
+                if lines == needed {
+                    assert_eq!(bytes, logged, "n={n} bound={bound}");
+                }
+            } else {
+                assert_eq!(lines, lines_for(bound, 10).next_multiple_of(4));
+            }
             let f = BloomFilter::from_bytes(&bytes, FilterLayout::Blocked).expect("valid");
-            for i in 0..keys {
-                assert!(f.may_contain(format!("key{i}").as_bytes()), "key{i}");
+            for k in &keys {
+                assert!(f.may_contain(k), "n={n} bound={bound}: {k:?} denied");
             }
             let rate = false_positive_rate(&f, 20_000);
-            assert!(rate < most_fp, "{keys} keys, bound {bound}: rate {rate}");
+            let most = if n <= bound { 0.02 } else { 0.8 };
+            assert!(
+                rate < most,
+                "n={n} bound={bound}: false-positive rate {rate}"
+            );
         }
+        // The exact bound of 1,024 keys needs 20 lines, a multiple of 4: the case above where
+        // the bounded filter is the unbounded one.
+        assert_eq!(lines_for(1024, 10), 20);
     }
 
     #[test]

@@ -1208,3 +1208,38 @@ fn verify_file_and_open_agree_on_every_flipped_bit_after_the_data() {
         "{refused} of {flipped} refused"
     );
 }
+
+#[test]
+fn a_key_bound_builds_a_filter_that_admits_every_key_and_is_ignored_once_keys_came() {
+    let entries = dataset(2000, 3, 7);
+    let users: std::collections::BTreeSet<Vec<u8>> =
+        entries.iter().map(|(k, _)| user_key(k).to_vec()).collect();
+    // A bound of every entry (a flush's), a bound given after the first key (ignored: the
+    // filter must still admit that key), and no bound.
+    for when in ["before", "after", "never"] {
+        let fs = MemFs::new();
+        let path = PathBuf::from("/db/000009.sst");
+        let opts = table_opts(Compression::Lz4, 10, 1024);
+        let file = fs.create(&path).expect("create");
+        let mut b = TableBuilder::new(opts.clone(), file, path.clone());
+        if when == "before" {
+            b.bound_keys(entries.len());
+        }
+        for (i, (k, v)) in entries.iter().enumerate() {
+            b.add(k, v).expect("add");
+            if i == 0 && when == "after" {
+                b.bound_keys(1);
+            }
+        }
+        b.finish().expect("finish");
+        let t = open(&fs, &path, &opts, None).expect("open");
+        let filter = t.filter().expect("a filter");
+        for u in &users {
+            assert!(filter.may_contain(u), "{when}: {u:?} denied");
+        }
+        let fp = (0..2000)
+            .filter(|&i| filter.may_contain(&absent_user(i)))
+            .count();
+        assert!(fp < 60, "{when}: {fp} false positives in 2,000");
+    }
+}
