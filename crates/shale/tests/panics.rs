@@ -108,6 +108,13 @@ fn within_a_minute<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static)
     }
 }
 
+/// Runs `test` on a fresh database directory, within a minute ([`within_a_minute`]).
+fn in_a_fresh_dir(test: impl FnOnce(&std::path::Path) + Send + 'static) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    within_a_minute(move || test(&path));
+}
+
 /// Writes [`value`]s over the [`key`]s until a write fails (the database poisoned), returning
 /// how many were acknowledged and the error; panics if 100,000 writes all succeed. After a
 /// thousand writes, `boom` writes the key the faulty code panics on: by then the tree has
@@ -127,14 +134,12 @@ fn write_until_refused(db: &Db, boom: impl Fn(&Db) -> shale::Result<()>) -> (usi
 
 #[test]
 fn a_panicking_compaction_filter_poisons_a_manual_compaction() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().to_path_buf();
-    within_a_minute(move || {
+    in_a_fresh_dir(|path| {
         let opts = Options {
             compaction_filter: Some(Arc::new(PanicsOnBoom)),
             ..small_options()
         };
-        let db = Db::open(&path, opts).expect("open");
+        let db = Db::open(path, opts).expect("open");
         db.put("a", "1").expect("put a");
         db.put("boom", "2").expect("put boom");
         db.flush().expect("flush");
@@ -159,7 +164,7 @@ fn a_panicking_compaction_filter_poisons_a_manual_compaction() {
         assert_eq!(db.get("boom").expect("get boom"), Some(b"2".to_vec()));
         drop(db);
 
-        let db = Db::open(&path, small_options()).expect("reopen without the filter");
+        let db = Db::open(path, small_options()).expect("reopen without the filter");
         assert_eq!(db.get("a").expect("get a"), Some(b"1".to_vec()));
         assert_eq!(db.get("boom").expect("get boom"), Some(b"2".to_vec()));
         assert_eq!(db.get("c").expect("get c"), None);
@@ -170,14 +175,12 @@ fn a_panicking_compaction_filter_poisons_a_manual_compaction() {
 
 #[test]
 fn a_background_compaction_that_panics_refuses_writes_instead_of_stalling_them() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().to_path_buf();
-    within_a_minute(move || {
+    in_a_fresh_dir(|path| {
         let opts = Options {
             compaction_filter: Some(Arc::new(PanicsOnBoom)),
             ..small_options()
         };
-        let db = Db::open(&path, opts).expect("open");
+        let db = Db::open(path, opts).expect("open");
         // Without the fix, the compaction thread died, level 0 reached its stop trigger and
         // the next write waited for ever.
         let (acknowledged, err) = write_until_refused(&db, |db| db.put("boom", "x"));
@@ -195,7 +198,7 @@ fn a_background_compaction_that_panics_refuses_writes_instead_of_stalling_them()
         assert_holds_the_last_writes(&db, acknowledged);
         drop(db);
 
-        let db = Db::open(&path, small_options()).expect("reopen without the filter");
+        let db = Db::open(path, small_options()).expect("reopen without the filter");
         assert_eq!(db.get("boom").expect("get boom"), Some(b"x".to_vec()));
         assert_holds_the_last_writes(&db, acknowledged);
     });
@@ -203,14 +206,12 @@ fn a_background_compaction_that_panics_refuses_writes_instead_of_stalling_them()
 
 #[test]
 fn a_merge_operator_that_panics_in_a_background_job_poisons_the_database() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().to_path_buf();
-    within_a_minute(move || {
+    in_a_fresh_dir(|path| {
         let opts = Options {
             merge_operator: Some(Arc::new(PanickingAppend)),
             ..small_options()
         };
-        let db = Db::open(&path, opts).expect("open");
+        let db = Db::open(path, opts).expect("open");
         let (acknowledged, err) = write_until_refused(&db, |db| {
             db.put("boom", "base")?;
             db.merge("boom", "+1")
@@ -229,7 +230,7 @@ fn a_merge_operator_that_panics_in_a_background_job_poisons_the_database() {
             merge_operator: Some(Arc::new(shale::StringAppendOperator::new(b""))),
             ..small_options()
         };
-        let db = Db::open(&path, opts).expect("reopen");
+        let db = Db::open(path, opts).expect("reopen");
         assert_eq!(db.get("boom").expect("get boom"), Some(b"base+1".to_vec()));
         assert_holds_the_last_writes(&db, acknowledged);
     });
@@ -363,16 +364,12 @@ fn a_write_panics_among_writers(path: &std::path::Path, value: &[u8]) {
 
 #[test]
 fn a_comparator_that_panics_in_a_write_group_poisons_the_database_and_frees_the_queue() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().to_path_buf();
-    within_a_minute(move || a_write_panics_among_writers(&path, b"x"));
+    in_a_fresh_dir(|path| a_write_panics_among_writers(path, b"x"));
 }
 
 #[test]
 fn a_comparator_that_panics_in_a_separated_put_poisons_the_database_and_frees_the_queue() {
     // A value of `min_blob_size` or more goes to a blob file, by a leader of its own.
     let value = vec![b'v'; Options::default().min_blob_size.expect("separation on") + 1];
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().to_path_buf();
-    within_a_minute(move || a_write_panics_among_writers(&path, &value));
+    in_a_fresh_dir(move |path| a_write_panics_among_writers(path, &value));
 }
