@@ -47,7 +47,7 @@ impl DbInner {
             let healthy = state.bg_error.is_none();
             if healthy && !state.imm.is_empty() && !state.flush_running {
                 state.flush_running = true;
-                let flushed = self.catch_job(&mut state, "background flush", |state| {
+                let (flushed, _) = self.run_caught(&mut state, "background flush", |state| {
                     self.flush_oldest(state)
                 });
                 if let Err(e) = flushed {
@@ -62,17 +62,15 @@ impl DbInner {
             let now = self.options.clock.now_micros();
             if healthy && !state.compaction_running && state.manual_waiting == 0 {
                 // The pick compares keys (a user's comparator): caught like the job itself.
-                let picked = self.catch_job(&mut state, "background compaction", |state| {
+                let (picked, _) = self.run_caught(&mut state, "background compaction", |state| {
                     Ok(if state.versions.needs_compaction(now) {
                         state.versions.pick_compaction(now)
                     } else {
                         None
                     })
                 });
-                let picked = picked.unwrap_or_else(|e| {
-                    self.set_bg_error(&mut state, &e);
-                    None
-                });
+                // A panic poisoned the database; nothing is picked.
+                let picked = picked.unwrap_or(None);
                 if let Some(c) = picked {
                     state.compaction_running = true;
                     // Once level 0 slows the writers for want of compaction, it runs at
@@ -85,9 +83,10 @@ impl DbInner {
                         JobPriority::Normal
                     };
                     let parts = self.options.max_subcompactions;
-                    let result = self.catch_job(&mut state, "background compaction", |state| {
-                        self.run_compaction(state, c, parts, priority)
-                    });
+                    let (result, _) =
+                        self.run_caught(&mut state, "background compaction", |state| {
+                            self.run_compaction(state, c, parts, priority)
+                        });
                     state.compaction_running = false;
                     if let Err(e) = result {
                         if !matches!(e, Error::ShuttingDown) {
@@ -137,32 +136,33 @@ impl DbInner {
         }
     }
 
-    /// Runs a flush or compaction `work` with `state` held, as the job's own code does; a panic
-    /// in it (a user's merge operator, compaction filter or comparator, or a bug) becomes
-    /// [`Error::Panicked`], with `state` locked again (a guard's `unlocked` section relocks as
-    /// it unwinds). The caller then clears the job's running flag and poisons the database as
-    /// for any failed job. Uncaught, the panic ended the background thread with the job still
-    /// marked running: no compaction ran again, and writers waited for ever once level 0
-    /// stopped them. What the job had written stays behind (a partial table, its number among
-    /// the pending outputs): the database is poisoned, and a reopen removes such files.
-    fn catch_job<T>(
+    /// Runs `work` (a flush, a compaction, or a write leader's work for its group) with `state`
+    /// held, as the job's own code does. A panic in it (a user's merge operator, compaction
+    /// filter or comparator, or a bug) poisons the database with [`Error::Panicked`] naming
+    /// `job`, with `state` locked again (a guard's `unlocked` section relocks as it unwinds),
+    /// and is handed back with that error, for a caller that goes on with it once it has
+    /// released what it holds (a write leader, the queue behind it). The caller clears its
+    /// job's running flag as for any failed job. Uncaught, a panic ended the background thread
+    /// with its job still marked running, or left the write queue's head in place: no
+    /// compaction ran again, or no write, and writers waited for ever. What a job had written
+    /// stays behind (a partial table, its number among the pending outputs): the database is
+    /// poisoned, and a reopen removes such files.
+    pub(crate) fn run_caught<T>(
         &self,
         state: &mut MutexGuard<'_, DbState>,
         job: &'static str,
         work: impl FnOnce(&mut MutexGuard<'_, DbState>) -> Result<T>,
-    ) -> Result<T> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state))).unwrap_or_else(
-            |panic| {
+    ) -> (Result<T>, Option<Box<dyn std::any::Any + Send>>) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state))) {
+            Ok(result) => (result, None),
+            Err(panic) => {
                 let message = panic_message(panic.as_ref());
-                tracing::error!(
-                    dir = %self.dir.display(),
-                    job,
-                    %message,
-                    "background job panicked"
-                );
-                Err(Error::Panicked { job, message })
-            },
-        )
+                tracing::error!(dir = %self.dir.display(), job, %message, "job panicked");
+                let e = Error::Panicked { job, message };
+                self.set_bg_error(state, &e);
+                (Err(e), Some(panic))
+            }
+        }
     }
 
     /// Wakes the background threads and returns once no flush or compaction is due or running
@@ -275,7 +275,7 @@ impl DbInner {
             &self.options,
             number,
             &mut iter,
-            Some(mem.len()),
+            mem.len(),
             blobs,
         )?;
         if meta.is_some() {
@@ -549,7 +549,7 @@ impl DbInner {
                 .options
                 .max_subcompactions
                 .max(self.options.max_background_jobs);
-            let r = self.catch_job(&mut state, "manual compaction", |state| {
+            let (r, _) = self.run_caught(&mut state, "manual compaction", |state| {
                 self.run_compaction(state, c, parts, JobPriority::Normal)
             });
             state.compaction_running = false;
@@ -618,22 +618,20 @@ pub(crate) fn verify_table(fs: &dyn Fs, dir: &std::path::Path, number: u64) -> R
 /// Builds table `number` from every entry of `iter` (positioned at its first entry) and checks
 /// it ([`verify_table`]). `None` if there was nothing to write (the file is removed). Adds the
 /// record bytes of every blob reference written to `blobs`. `max_keys`, a bound on the entries
-/// `iter` holds, lets the filter be built without keeping each key's hash
+/// `iter` holds (a memtable's), spares the filter most of its keys' hashes
 /// ([`TableBuilder::bound_keys`]).
 pub(crate) fn build_table(
     dir: &std::path::Path,
     options: &crate::Options,
     number: u64,
     iter: &mut dyn InternalIterator,
-    max_keys: Option<usize>,
+    max_keys: usize,
     blobs: &mut BlobTally,
 ) -> Result<Option<FileMetaData>> {
     let path = table_file_name(dir, number);
     let file = options.fs.create(&path)?;
     let mut builder = TableBuilder::new(TableOptions::for_flush(options), file, path.clone());
-    if let Some(max_keys) = max_keys {
-        builder.bound_keys(max_keys);
-    }
+    builder.bound_keys(max_keys);
     let mut oldest_blob = 0u64;
     while iter.valid() {
         if let Some(blob) = tally_blob_reference(iter.key(), iter.value(), blobs) {

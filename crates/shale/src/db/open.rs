@@ -681,7 +681,7 @@ impl Replay<'_> {
             self.options,
             number,
             &mut iter,
-            Some(mem.len()),
+            mem.len(),
             &mut blobs,
         );
         let built = built.and_then(|meta| {

@@ -226,7 +226,7 @@ impl DbInner {
         // A panic here (a user's comparator, inserting the group) must not leave the group's
         // followers, and every writer after them, waiting for ever: it poisons the database,
         // the followers get the error, and the panic goes on in this thread once they have it.
-        let (result, panic) = self.lead_catching(&mut state, |state| {
+        let (result, panic) = self.run_caught(&mut state, "write", |state| {
             self.lead_group(state, force, &mut group_len)
         });
         // The leader is the queue's first entry; the rest of the group follows it.
@@ -244,29 +244,6 @@ impl DbInner {
             std::panic::resume_unwind(panic);
         }
         result
-    }
-
-    /// Runs a leader's `work` with `state` held. A panic in it (a user's comparator, in the
-    /// memtable insert) poisons the database with [`Error::Panicked`] and is handed back, for
-    /// the leader to go on with once it has released the queue: the writers behind it must
-    /// not wait for ever on a leader that is gone. `state` is locked again after a panic (a
-    /// guard's `unlocked` section relocks as it unwinds).
-    fn lead_catching(
-        &self,
-        state: &mut MutexGuard<'_, DbState>,
-        work: impl FnOnce(&mut MutexGuard<'_, DbState>) -> Result<()>,
-    ) -> (Result<()>, Option<Box<dyn std::any::Any + Send>>) {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state))) {
-            Ok(result) => (result, None),
-            Err(panic) => {
-                let e = Error::Panicked {
-                    job: "write",
-                    message: super::background::panic_message(panic.as_ref()),
-                };
-                self.set_bg_error(state, &e);
-                (Err(e), Some(panic))
-            }
-        }
     }
 
     /// The leader's work for the group it leads: room in the memtable, then (unless `force`,
@@ -656,7 +633,7 @@ impl DbInner {
             Turn::Lead(state) => state,
             Turn::Done(result) => return Some(result),
         };
-        let (result, panic) = self.lead_catching(&mut state, |state| {
+        let (result, panic) = self.run_caught(&mut state, "write", |state| {
             self.make_room_for_write(state, false)?;
             self.apply_separated_put(state, key, value, expiry, options.sync)
         });

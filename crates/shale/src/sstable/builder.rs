@@ -98,8 +98,8 @@ fn write_block(
 }
 
 impl TableBuilder {
-    /// Sizes the bloom filter for at most `max_keys` distinct user keys and sets its bits as
-    /// keys come, instead of keeping every key's hash until the end
+    /// Bounds the bloom filter's distinct user keys by `max_keys`, so that past a quarter of
+    /// them it sets its bits as keys come instead of keeping every key's hash to the end
     /// ([`BloomFilterBuilder::with_key_bound`]). Only before the first key; later calls are
     /// ignored.
     pub fn bound_keys(&mut self, max_keys: usize) {

@@ -127,7 +127,7 @@ struct DirectBits {
 }
 
 impl DirectBits {
-    /// A filter of `num_lines` lines (a multiple of 4) holding the hashes of `log`.
+    /// A filter of `num_lines` lines holding the hashes of `log`.
     fn from_log(log: &HashLog, num_lines: u64, num_probes: u8) -> DirectBits {
         let mut bytes = empty_filter(num_lines);
         for h in log.iter() {
@@ -343,11 +343,7 @@ impl BloomFilterBuilder {
             Some(d) => d.fold(self.bits_per_key),
             None => {
                 let num_lines = lines_for(self.hashes.len, self.bits_per_key);
-                let mut out = empty_filter(num_lines);
-                for h in self.hashes.iter() {
-                    set_probes(&mut out, num_lines, h, self.num_probes);
-                }
-                out
+                DirectBits::from_log(&self.hashes, num_lines, self.num_probes).bytes
             }
         };
         if let Some(last) = out.last_mut() {
